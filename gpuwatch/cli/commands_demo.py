@@ -1,0 +1,143 @@
+"""``gpuwatch demo`` and ``gpuwatch serve``: the dashboard, on a simulated fleet or the store."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from sqlalchemy import Engine
+
+from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
+from gpuwatch.domain.durations import parse_duration
+from gpuwatch.store import repository
+from gpuwatch.store.engine import StoreError, make_engine, require_current_schema, upgrade
+
+DEFAULT_DEMO_DB = "gpuwatch-demo.db"
+
+
+def _progress(message: str) -> None:
+    click.echo(f"gpuwatch demo: {message}", err=True)
+
+
+def _demo_is_usable(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        require_current_schema(engine)
+        return repository.summary(engine).samples > 0
+    except StoreError:
+        return False
+    finally:
+        engine.dispose()
+
+
+def build_demo_database(path: Path, *, days: int, step_s: int, seed: int, now_ts: int) -> None:
+    """Build the simulated fleet into a new SQLite file, atomically (temp file, then rename)."""
+    from gpuwatch.simulate.fleet import build_fleet
+    from gpuwatch.simulate.generate import generate
+    from gpuwatch.simulate.load import load_simulated
+
+    end_ts = now_ts - now_ts % step_s
+    start_ts = end_ts - days * 86400
+    tmp = path.with_name(f".{path.name}.building")
+    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        leftover.unlink(missing_ok=True)
+    began = time.monotonic()
+    fleet = build_fleet(seed=seed)
+    data = generate(fleet, start_ts, end_ts, step_s)
+    _progress(
+        f"simulated {len(data.gpus)} GPU units, {len(data.samples):,} samples over {days} days"
+    )
+    engine = make_engine(f"sqlite:///{tmp}")
+    upgrade(engine)
+    with engine.begin() as conn:
+        load_simulated(conn, data)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    os.replace(tmp, path)
+    for leftover in (Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        leftover.unlink(missing_ok=True)
+    _progress(f"wrote {path} in {time.monotonic() - began:.1f}s")
+
+
+def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int) -> None:
+    from gpuwatch.app.server import create_app
+
+    dash_app = create_app(engine, app_ctx.settings)
+    click.echo(f"gpuwatch: dashboard on http://{host}:{port}/ (Ctrl+C to stop)", err=True)
+    dash_app.run(host=host, port=port, debug=False)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=8050, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--db",
+    "db_path",
+    default=DEFAULT_DEMO_DB,
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="SQLite file for the simulated fleet (reused on later runs).",
+)
+@click.option("--no-serve", is_flag=True, help="Only build the data; do not serve the dashboard.")
+@click.option(
+    "--rebuild", is_flag=True, help="Rebuild the simulated fleet even if the file exists."
+)
+@click.option("--days", default=14, show_default=True, type=click.IntRange(1, 90))
+@click.option("--step", "step", default="5m", show_default=True, help="Sample resolution.")
+@click.option("--seed", default=7, show_default=True, type=int, help="Simulation seed.")
+@pass_app
+def demo(
+    app: AppContext,
+    host: str,
+    port: int,
+    db_path: str,
+    no_serve: bool,
+    rebuild: bool,
+    days: int,
+    step: str,
+    seed: int,
+) -> None:
+    """Build a simulated GPU fleet into SQLite and serve the dashboard on it.
+
+    Two clusters, a few hundred GPUs (A100, H100 with MIG, L4, time-sliced T4), a dozen
+    namespaces and the waste patterns seen in real fleets, with DAYS of history up to now.
+    No cluster, Prometheus or GPU needed.
+    """
+    try:
+        step_s = int(parse_duration(step).total_seconds())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--step") from None
+    if step_s < 10:
+        raise click.BadParameter("must be at least 10s", param_hint="--step")
+    path = Path(db_path).expanduser().resolve()
+    if rebuild or not _demo_is_usable(path):
+        _progress(f"building the simulated fleet into {path} ...")
+        now_ts = int(datetime.now(UTC).timestamp())
+        build_demo_database(path, days=days, step_s=step_s, seed=seed, now_ts=now_ts)
+    else:
+        _progress(f"reusing {path} (pass --rebuild for fresh data)")
+    if no_serve:
+        return
+    app.overrides["database_url"] = f"sqlite:///{path}"
+    _serve(app.engine(), app, host, port)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=8050, show_default=True, type=click.IntRange(1, 65535))
+@pass_app
+def serve(app: AppContext, host: str, port: int) -> None:
+    """Serve the dashboard on the configured database."""
+    engine = app.engine()
+    if repository.summary(engine).samples == 0:
+        click.echo("gpuwatch: the database holds no samples yet: run `gpuwatch collect`", err=True)
+    try:
+        _serve(engine, app, host, port)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None

@@ -1,0 +1,115 @@
+"""Database engines and the schema version: SQLite (WAL, foreign keys on) or PostgreSQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import NoSuchModuleError as _NoSuchModuleError
+
+UPGRADE_HINT = "run `gpuwatch db upgrade`"
+
+
+class StoreError(Exception):
+    """A problem with the database, phrased for one line on stderr."""
+
+
+class SchemaOutdatedError(StoreError):
+    """The database schema is older (or newer) than this gpuwatch."""
+
+
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; a SQLite file's folder is created, WAL and foreign keys turned on."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(
+            "database_url is not a database URL: use sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB"
+        ) from None
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    try:
+        return create_engine(parsed, pool_pre_ping=True)
+    except _NoSuchModuleError:
+        raise StoreError(
+            f"unsupported database driver {parsed.drivername!r}: use sqlite or postgresql+psycopg"
+        ) from None
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    """The Alembic configuration for the migrations installed with gpuwatch."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(files("gpuwatch.migrations")))
+    if engine is not None:
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships a history
+        raise StoreError("gpuwatch ships no migrations")
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision stamped in the database, or None for a database never upgraded."""
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as exc:
+        raise StoreError(f"cannot open the database: {exc.orig}") from None
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Apply every pending migration; returns (revision before, revision after)."""
+    before = current_revision(engine)
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    return before, head_revision()
+
+
+def require_current_schema(engine: Engine) -> None:
+    """Refuse to work on a database whose schema is not this gpuwatch's."""
+    current, head = current_revision(engine), head_revision()
+    if current is None:
+        raise SchemaOutdatedError(f"the database has no gpuwatch schema yet: {UPGRADE_HINT}")
+    if current != head:
+        known = {
+            rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()
+        }
+        if current not in known:
+            raise SchemaOutdatedError(
+                f"the database schema ({current}) is newer than this gpuwatch ({head}): "
+                "upgrade gpuwatch"
+            )
+        raise SchemaOutdatedError(
+            f"the database schema is outdated ({current}, this gpuwatch needs {head}): "
+            f"{UPGRADE_HINT}"
+        )

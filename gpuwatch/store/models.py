@@ -1,0 +1,182 @@
+"""The store's tables (SQLAlchemy 2). The Alembic history in ``migrations/`` builds the same schema.
+
+Conventions: every instant is whole seconds since the Unix epoch (UTC) in a ``*_ts`` column;
+units are in column names (``fb_used_mib``, ``power_w``, ``util_ratio``). ``gpu_samples`` is the big
+table (one row per GPU unit per ``step``); it has a compact integer key and no text columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: ``gpu_samples.util_signal``: which DCGM field the utilization ratio came from.
+UTIL_SIGNAL_PROF = 1  # DCGM_FI_PROF_GR_ENGINE_ACTIVE, ratio 0-1
+UTIL_SIGNAL_DEV = 2  # DCGM_FI_DEV_GPU_UTIL / 100
+UTIL_SIGNALS = {UTIL_SIGNAL_PROF: "prof_gr_engine_active", UTIL_SIGNAL_DEV: "dev_gpu_util"}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, dict[str, str]: JSON}
+
+
+class Cluster(Base):
+    __tablename__ = "clusters"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+
+
+class Node(Base):
+    """A Kubernetes node with GPUs, with its GPU Feature Discovery facts."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(253))
+    gpu_model: Mapped[str | None] = mapped_column(String(128))
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_memory_mib: Mapped[int | None] = mapped_column(Integer)
+    capacity_type: Mapped[str] = mapped_column(String(16), default="on_demand")
+    instance_type: Mapped[str | None] = mapped_column(String(64))
+    mig_capable: Mapped[bool] = mapped_column(Boolean, default=False)
+    mig_strategy: Mapped[str | None] = mapped_column(String(16))
+    mig_config: Mapped[str | None] = mapped_column(String(64))
+    timeslice_replicas: Mapped[int] = mapped_column(Integer, default=1)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    first_seen_ts: Mapped[int] = mapped_column(BigInteger)
+    last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+
+
+class Gpu(Base):
+    """A sample unit: a physical GPU, a MIG instance, or one time-slice replica slot of a GPU.
+
+    ``mig_gi_id`` is -1 for a whole GPU; ``slot`` is 0 unless the GPU is time-sliced, where each
+    of its ``timeslice_replicas`` slots is its own unit (price / replicas each).
+    """
+
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("cluster_id", "uuid", "mig_gi_id", "slot"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"))
+    uuid: Mapped[str] = mapped_column(String(64))
+    mig_gi_id: Mapped[int] = mapped_column(Integer, default=-1)
+    slot: Mapped[int] = mapped_column(SmallInteger, default=0)
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    device: Mapped[str | None] = mapped_column(String(32))
+    model_name: Mapped[str | None] = mapped_column(String(128))
+    mig_profile: Mapped[str | None] = mapped_column(String(32))
+    timeslice_replicas: Mapped[int] = mapped_column(Integer, default=1)
+    memory_total_mib: Mapped[float | None] = mapped_column(Float)
+    first_seen_ts: Mapped[int] = mapped_column(BigInteger)
+    last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+
+
+class Namespace(Base):
+    __tablename__ = "namespaces"
+    __table_args__ = (UniqueConstraint("cluster_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str | None] = mapped_column(String(128))
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+
+
+class Pod(Base):
+    """A pod that held (or waited for) GPUs, with its top owner and team.
+
+    ``uid`` is empty for a pod known only from DCGM labels (never seen in the API).
+    """
+
+    __tablename__ = "pods"
+    __table_args__ = (
+        UniqueConstraint("cluster_id", "namespace", "name", "uid"),
+        Index("ix_pods_workload", "cluster_id", "namespace", "workload_kind", "workload_name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    uid: Mapped[str] = mapped_column(String(64), default="")
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"))
+    phase: Mapped[str | None] = mapped_column(String(16))
+    workload_kind: Mapped[str] = mapped_column(String(64), default="Pod")
+    workload_name: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(128), default="unassigned")
+    gpu_resource: Mapped[str | None] = mapped_column(String(64))
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_ts: Mapped[int | None] = mapped_column(BigInteger)
+    started_ts: Mapped[int | None] = mapped_column(BigInteger)
+    finished_ts: Mapped[int | None] = mapped_column(BigInteger)
+    last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+
+
+class GpuSample(Base):
+    """One reading of one GPU unit at ``ts`` (on the ``step`` grid), standing for ``[ts, ts+step)``.
+
+    ``pod_id`` is the pod whose DCGM labels the sample carried (NULL: unallocated). Missing
+    readings are NULL, never zero. ``step_s`` makes each row self-describing for the cost model.
+    """
+
+    __tablename__ = "gpu_samples"
+    __table_args__ = (
+        Index("ix_gpu_samples_ts", "ts"),
+        {"sqlite_with_rowid": False},
+    )
+
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
+    ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    step_s: Mapped[int] = mapped_column(Integer)
+    pod_id: Mapped[int | None] = mapped_column(ForeignKey("pods.id", ondelete="SET NULL"))
+    util_ratio: Mapped[float | None] = mapped_column(Float)
+    util_signal: Mapped[int | None] = mapped_column(SmallInteger)
+    fb_used_mib: Mapped[float | None] = mapped_column(Float)
+    fb_total_mib: Mapped[float | None] = mapped_column(Float)
+    power_w: Mapped[float | None] = mapped_column(Float)
+    temp_c: Mapped[float | None] = mapped_column(Float)
+    xid: Mapped[int | None] = mapped_column(Integer)
+
+
+class CollectionState(Base):
+    """Per cluster and source, the last point up to which a window is completely written."""
+
+    __tablename__ = "collection_state"
+
+    cluster_id: Mapped[int] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True
+    )
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)
+    watermark_ts: Mapped[int] = mapped_column(BigInteger)
+    updated_ts: Mapped[int] = mapped_column(BigInteger)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,164 @@
+"""Reads from the store as the frames of :mod:`gpuwatch.domain.frames`.
+
+SQL does the joins and the window filter; callers get plain DataFrames with the contract's
+columns and dtypes. Strings repeated on every sample row (cluster, node, model, pod) are read
+once per entity and joined in pandas, which is much faster than returning them per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlalchemy import Engine, func, select
+
+from gpuwatch.domain.frames import (
+    GPU_COLUMNS,
+    NODE_COLUMNS,
+    POD_COLUMNS,
+    SAMPLE_COLUMNS,
+    conform,
+)
+from gpuwatch.store.models import (
+    UTIL_SIGNALS,
+    Cluster,
+    CollectionState,
+    Gpu,
+    GpuSample,
+    Node,
+    Pod,
+)
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    clusters: int
+    nodes: int
+    gpu_units: int
+    pods: int
+    samples: int
+    first_ts: int | None
+    last_ts: int | None
+    data_version: int
+
+
+def _read(engine: Engine, stmt: object) -> pd.DataFrame:
+    with engine.connect() as conn:
+        frame: pd.DataFrame = pd.read_sql_query(stmt, conn)  # type: ignore[call-overload]
+        return frame
+
+
+def summary(engine: Engine) -> StoreSummary:
+    """Counts and the time span of the stored samples (cheap: indexes only)."""
+    with engine.connect() as conn:
+
+        def count(model: type) -> int:
+            return int(conn.execute(select(func.count()).select_from(model)).scalar_one())
+
+        first, last = conn.execute(select(func.min(GpuSample.ts), func.max(GpuSample.ts))).one()
+        version = conn.execute(select(func.max(CollectionState.updated_ts))).scalar()
+        return StoreSummary(
+            clusters=count(Cluster),
+            nodes=count(Node),
+            gpu_units=count(Gpu),
+            pods=count(Pod),
+            samples=count(GpuSample),
+            first_ts=None if first is None else int(first),
+            last_ts=None if last is None else int(last),
+            data_version=int(version or 0),
+        )
+
+
+def load_nodes(engine: Engine) -> pd.DataFrame:
+    stmt = select(
+        Cluster.name.label("cluster"),
+        Node.name.label("node"),
+        Node.gpu_model,
+        Node.gpu_count,
+        Node.gpu_memory_mib,
+        Node.capacity_type,
+        Node.instance_type,
+        Node.mig_capable,
+        Node.mig_strategy,
+        Node.timeslice_replicas,
+    ).join(Cluster, Cluster.id == Node.cluster_id)
+    frame = _read(engine, stmt)
+    frame["mig_capable"] = frame["mig_capable"].astype(bool)
+    return conform(frame, NODE_COLUMNS)
+
+
+def _gpu_facts(engine: Engine) -> pd.DataFrame:
+    stmt = (
+        select(
+            Cluster.name.label("cluster"),
+            func.coalesce(Node.name, "").label("node"),
+            Gpu.id.label("gpu_id"),
+            Gpu.uuid.label("gpu_uuid"),
+            Gpu.mig_profile,
+            Gpu.slot,
+            Gpu.timeslice_replicas,
+            func.coalesce(Gpu.model_name, Node.gpu_model, "unknown").label("gpu_model"),
+            func.coalesce(Node.capacity_type, "on_demand").label("capacity_type"),
+            Gpu.memory_total_mib,
+            Gpu.first_seen_ts,
+            Gpu.last_seen_ts,
+        )
+        .join(Cluster, Cluster.id == Gpu.cluster_id)
+        .outerjoin(Node, Node.id == Gpu.node_id)
+    )
+    return _read(engine, stmt)
+
+
+def load_gpus(engine: Engine) -> pd.DataFrame:
+    return conform(_gpu_facts(engine), GPU_COLUMNS)
+
+
+def load_pods(engine: Engine) -> pd.DataFrame:
+    stmt = (
+        select(
+            Cluster.name.label("cluster"),
+            Pod.id.label("pod_id"),
+            Pod.namespace,
+            Pod.name.label("pod"),
+            Node.name.label("node"),
+            Pod.phase,
+            Pod.workload_kind,
+            Pod.workload_name.label("workload"),
+            Pod.team,
+            Pod.gpu_resource,
+            Pod.gpu_count,
+            Pod.created_ts,
+            Pod.started_ts,
+            Pod.finished_ts,
+        )
+        .join(Cluster, Cluster.id == Pod.cluster_id)
+        .outerjoin(Node, Node.id == Pod.node_id)
+    )
+    return conform(_read(engine, stmt), POD_COLUMNS)
+
+
+def load_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """Every sample with ``start_ts <= ts < end_ts``, joined with its GPU unit and pod facts."""
+    stmt = select(
+        GpuSample.gpu_id,
+        GpuSample.ts,
+        GpuSample.step_s,
+        GpuSample.pod_id,
+        GpuSample.util_ratio,
+        GpuSample.util_signal,
+        GpuSample.fb_used_mib,
+        GpuSample.fb_total_mib,
+        GpuSample.power_w,
+        GpuSample.temp_c,
+        GpuSample.xid,
+    ).where(GpuSample.ts >= start_ts, GpuSample.ts < end_ts)
+    samples = _read(engine, stmt)
+    gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
+    pods = load_pods(engine)[
+        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
+    ].rename(columns={"gpu_count": "pod_gpu_count"})
+    frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
+    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
+    frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
+    frame["xid"] = frame["xid"].fillna(0)
+    return conform(frame, SAMPLE_COLUMNS)

@@ -1,0 +1,1 @@
+"""gpuwatch's Alembic migration history (installed as ``gpuwatch.migrations``)."""

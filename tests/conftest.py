@@ -1,0 +1,53 @@
+"""Shared fixtures: a migrated SQLite store, and a private PostgreSQL server on demand."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from gpuwatch.store.engine import make_engine, upgrade
+from tests.support.postgres import private_postgres
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    with private_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database on the private server."""
+    name = f"gw_test_{next(_db_counter)}"
+    admin = sa.create_engine(f"{postgres_server}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return f"{postgres_server}/{name}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'gpuwatch.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The URL of an empty database, once for SQLite and once for PostgreSQL."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def migrated_engine(store_url: str) -> Iterator[Engine]:
+    engine = make_engine(store_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()

@@ -1,0 +1,109 @@
+"""The command line as users script it: help, exit statuses, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuwatch.cli.main import cli
+
+
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def _commands(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    import click
+
+    found: list[tuple[str, ...]] = [prefix]
+    if isinstance(group, click.Group):
+        for name, command in group.commands.items():
+            found.extend(_commands(command, (*prefix, name)))
+    return found
+
+
+@pytest.mark.parametrize("path", _commands(cli), ids=lambda p: " ".join(p) or "gpuwatch")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: " in result.output
+    assert len(result.output.splitlines()) > 3
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("gpuwatch, version ")
+
+
+def test_bad_config_is_one_line_naming_key_and_file_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("thresholds:\n  idle_util_pct: -1\n")
+    result = run("--config", str(config), "config", "check")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "thresholds.idle_util_pct" in lines[0]
+    assert str(config) in lines[0]
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = run("frobnicate")
+    assert result.returncode == 2
+    assert "No such command" in result.stderr
+
+
+def test_db_upgrade_then_current(tmp_path: Path) -> None:
+    env = {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}", "PATH": "/usr/bin:/bin"}
+    first = run("db", "upgrade", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "upgraded from empty to 0001" in first.stdout
+    second = run("db", "upgrade", env=env, cwd=tmp_path)
+    assert "already at 0001" in second.stdout
+    current = run("db", "current", env=env, cwd=tmp_path)
+    assert "database: 0001; gpuwatch needs: 0001 (up to date)" in current.stdout
+
+
+def test_commands_refuse_a_database_without_schema(tmp_path: Path) -> None:
+    env = {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}", "PATH": "/usr/bin:/bin"}
+    result = run("serve", "--port", "1", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "gpuwatch: the database has no gpuwatch schema yet: run `gpuwatch db upgrade`"
+    )
+
+
+def test_config_show_masks_the_password(tmp_path: Path) -> None:
+    env = {
+        "GPUWATCH_DATABASE_URL": "postgresql+psycopg://gw:hunter2@db/gw",
+        "PATH": "/usr/bin:/bin",
+    }
+    result = run("config", "show", env=env, cwd=tmp_path)
+    assert result.returncode == 0
+    assert "gw:***@db/gw" in result.stdout
+    assert "hunter2" not in result.stdout
+
+
+def test_verbose_adds_a_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("cluster: ''\n")
+    result = run("--verbose", "--config", str(config), "config", "check")
+    assert result.returncode == 2
+    assert "Traceback" in result.stderr
+    assert (
+        result.stderr.strip().splitlines()[-1].startswith("gpuwatch: configuration error: cluster")
+    )
