@@ -178,6 +178,7 @@ class RecommendationPolicy(_Section):
     reclaim_idle_fraction: float = Field(default=0.95, gt=0, le=1)
     min_observed_gpu_hours: float = Field(default=24, ge=0)
     share_max_util_pct: float = Field(default=30, ge=0, le=100)
+    max_share_replicas: int = Field(default=4, ge=2, le=64)
     cheaper_max_util_pct: float = Field(default=20, ge=0, le=100)
     memory_headroom: float = Field(default=1.15, ge=1, le=4)
     memory_risk_pct: float = Field(default=95, gt=0, le=100)

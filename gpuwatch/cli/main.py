@@ -68,8 +68,19 @@ def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
 
 
 def _register() -> None:
-    from gpuwatch.cli import commands_config, commands_db, commands_demo
+    from gpuwatch.cli import (
+        commands_alerts,
+        commands_collect,
+        commands_config,
+        commands_db,
+        commands_demo,
+        commands_report,
+    )
 
+    cli.add_command(commands_alerts.alerts)
+    cli.add_command(commands_collect.collect_command)
+    cli.add_command(commands_report.report)
+    cli.add_command(commands_report.recommend_command)
     cli.add_command(commands_db.db)
     cli.add_command(commands_config.config)
     cli.add_command(commands_demo.demo)

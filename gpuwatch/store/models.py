@@ -151,12 +151,13 @@ class GpuSample(Base):
 
     __tablename__ = "gpu_samples"
     __table_args__ = (
-        Index("ix_gpu_samples_ts", "ts"),
+        Index("ix_gpu_samples_gpu_id_ts", "gpu_id", "ts", unique=True),
         {"sqlite_with_rowid": False},
     )
 
-    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
+    # Clustered by time first: reports and pages read time windows across every GPU.
     ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
     step_s: Mapped[int] = mapped_column(Integer)
     pod_id: Mapped[int | None] = mapped_column(ForeignKey("pods.id", ondelete="SET NULL"))
     util_ratio: Mapped[float | None] = mapped_column(Float)

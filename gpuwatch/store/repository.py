@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
@@ -137,22 +138,47 @@ def load_pods(engine: Engine) -> pd.DataFrame:
     return conform(_read(engine, stmt), POD_COLUMNS)
 
 
+_RAW_SAMPLE_COLUMNS = (
+    "gpu_id",
+    "ts",
+    "step_s",
+    "pod_id",
+    "util_ratio",
+    "util_signal",
+    "fb_used_mib",
+    "fb_total_mib",
+    "power_w",
+    "temp_c",
+    "xid",
+)
+
+
+def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The window's sample rows, read through the driver into one float matrix (fast path)."""
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"SELECT {', '.join(_RAW_SAMPLE_COLUMNS)} FROM {GpuSample.__tablename__} "  # noqa: S608
+        f"WHERE ts >= {mark} AND ts < {mark}"
+    )
+    with engine.connect() as conn:
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, (int(start_ts), int(end_ts)))
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    matrix = np.array(rows, dtype=float).reshape(-1, len(_RAW_SAMPLE_COLUMNS))
+    frame = pd.DataFrame(matrix, columns=list(_RAW_SAMPLE_COLUMNS))
+    for name in ("gpu_id", "ts", "step_s"):
+        frame[name] = frame[name].astype(np.int64)
+    for name in ("pod_id", "util_signal", "xid"):
+        frame[name] = frame[name].astype("Int64")
+    return frame
+
+
 def load_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     """Every sample with ``start_ts <= ts < end_ts``, joined with its GPU unit and pod facts."""
-    stmt = select(
-        GpuSample.gpu_id,
-        GpuSample.ts,
-        GpuSample.step_s,
-        GpuSample.pod_id,
-        GpuSample.util_ratio,
-        GpuSample.util_signal,
-        GpuSample.fb_used_mib,
-        GpuSample.fb_total_mib,
-        GpuSample.power_w,
-        GpuSample.temp_c,
-        GpuSample.xid,
-    ).where(GpuSample.ts >= start_ts, GpuSample.ts < end_ts)
-    samples = _read(engine, stmt)
+    samples = _raw_samples(engine, start_ts, end_ts)
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
     pods = load_pods(engine)[
         ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
@@ -162,3 +188,59 @@ def load_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
     frame["xid"] = frame["xid"].fillna(0)
     return conform(frame, SAMPLE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class DataMarker:
+    """What identifies the stored data's state, cheaply (indexed lookups only)."""
+
+    data_version: int
+    first_ts: int | None
+    last_ts: int | None
+
+
+def data_marker(engine: Engine) -> DataMarker:
+    """The data version (last collection update) and the span of the stored samples."""
+    with engine.connect() as conn:
+        first = conn.execute(select(func.min(GpuSample.ts))).scalar()
+        last = conn.execute(select(func.max(GpuSample.ts))).scalar()
+        version = conn.execute(select(func.max(CollectionState.updated_ts))).scalar()
+    return DataMarker(
+        data_version=int(version or 0),
+        first_ts=None if first is None else int(first),
+        last_ts=None if last is None else int(last),
+    )
+
+
+def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """One GPU unit's samples with ``start_ts <= ts < end_ts`` (the samples frame's columns)."""
+    stmt = select(*(getattr(GpuSample, name) for name in _RAW_SAMPLE_COLUMNS)).where(
+        GpuSample.gpu_id == int(gpu_id), GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts)
+    )
+    samples = _read(engine, stmt).astype(
+        {"gpu_id": "int64", "ts": "int64", "step_s": "int64", "pod_id": "Int64"}
+    )
+    gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
+    pods = load_pods(engine)[
+        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
+    ].rename(columns={"gpu_count": "pod_gpu_count"})
+    frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
+    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
+    frame["util_signal"] = frame["util_signal"].astype("Int64").map(UTIL_SIGNALS)
+    frame["xid"] = frame["xid"].astype("Int64").fillna(0)
+    return conform(frame.sort_values("ts", kind="stable"), SAMPLE_COLUMNS).reset_index(drop=True)
+
+
+def load_collection_state(engine: Engine) -> pd.DataFrame:
+    """Per cluster and source: the collection watermark, its last update and its detail."""
+    stmt = select(
+        Cluster.name.label("cluster"),
+        CollectionState.source,
+        CollectionState.watermark_ts,
+        CollectionState.updated_ts,
+        CollectionState.detail,
+    ).join(Cluster, Cluster.id == CollectionState.cluster_id)
+    frame = _read(engine, stmt)
+    return frame.astype(
+        {"cluster": "string", "source": "string", "watermark_ts": "int64", "updated_ts": "int64"}
+    )

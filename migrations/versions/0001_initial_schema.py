@@ -163,8 +163,8 @@ def upgrade() -> None:
 
     op.create_table(
         "gpu_samples",
-        sa.Column("gpu_id", sa.Integer(), nullable=False),
         sa.Column("ts", sa.BigInteger(), nullable=False),
+        sa.Column("gpu_id", sa.Integer(), nullable=False),
         sa.Column("step_s", sa.Integer(), nullable=False),
         sa.Column("pod_id", sa.Integer(), nullable=True),
         sa.Column("util_ratio", sa.Float(), nullable=True),
@@ -180,16 +180,16 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["pod_id"], ["pods.id"], name=op.f("fk_gpu_samples_pod_id_pods"), ondelete="SET NULL"
         ),
-        sa.PrimaryKeyConstraint("gpu_id", "ts", name=op.f("pk_gpu_samples")),
+        sa.PrimaryKeyConstraint("ts", "gpu_id", name=op.f("pk_gpu_samples")),
         sqlite_with_rowid=False,
     )
     with op.batch_alter_table("gpu_samples", schema=None) as batch_op:
-        batch_op.create_index("ix_gpu_samples_ts", ["ts"], unique=False)
+        batch_op.create_index("ix_gpu_samples_gpu_id_ts", ["gpu_id", "ts"], unique=True)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("gpu_samples", schema=None) as batch_op:
-        batch_op.drop_index("ix_gpu_samples_ts")
+        batch_op.drop_index("ix_gpu_samples_gpu_id_ts")
 
     op.drop_table("gpu_samples")
     with op.batch_alter_table("pods", schema=None) as batch_op:

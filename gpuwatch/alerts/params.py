@@ -1,0 +1,122 @@
+"""The plain inputs of the rule renderer, and how they are read from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuwatch.domain.mig import compute_slices
+from gpuwatch.domain.pricing import build_price_book
+
+if TYPE_CHECKING:
+    from gpuwatch.config import Settings
+
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/gpuwatch/gpuwatch/blob/main/docs/runbook.md"
+
+
+@dataclass(frozen=True)
+class LabelVariants:
+    """Series labels that may carry each fact, in order of preference (first present wins)."""
+
+    pod: tuple[str, ...] = ("exported_pod", "pod")
+    namespace: tuple[str, ...] = ("exported_namespace", "namespace")
+    container: tuple[str, ...] = ("exported_container", "container")
+    uuid: tuple[str, ...] = ("UUID", "uuid")
+    hostname: tuple[str, ...] = ("Hostname", "hostname")
+
+
+@dataclass(frozen=True)
+class PriceEntry:
+    """One GPU model's on-demand price, matched on any of its ``modelName`` spellings."""
+
+    aliases: tuple[str, ...]
+    usd_per_gpu_hour: float
+    #: Compute slices of the whole GPU: a MIG instance ``<g>g.*`` costs ``g / slices``.
+    compute_slices: int = 7
+
+
+@dataclass(frozen=True)
+class RuleParams:
+    """Everything the rendered rules depend on; defaults are those of the configuration."""
+
+    idle_util_pct: float = 5.0
+    low_efficiency_pct: float = 30.0
+    memory_full_pct: float = 95.0
+    temperature_c: float = 85.0
+    labels: LabelVariants = field(default_factory=LabelVariants)
+    #: PromQL label matchers added to every DCGM selector, e.g. ``job="dcgm-exporter"``.
+    matchers: tuple[str, ...] = ()
+    #: The label that tells clusters apart in a shared Prometheus (kept in every aggregation).
+    cluster_label: str | None = None
+    rule_name: str = "gpuwatch"
+    rule_namespace: str = "monitoring"
+    metadata_labels: tuple[tuple[str, str], ...] = ()
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    idle_cost_usd_per_hour: float = 10.0
+    exporter_namespaces: tuple[str, ...] = ("gpu-operator",)
+    prices: tuple[PriceEntry, ...] = ()
+    #: Per-node overrides, $ per GPU-hour, matched on the normalised ``node`` label.
+    node_prices: tuple[tuple[str, float], ...] = ()
+    default_usd_per_gpu_hour: float = 2.0
+
+    @property
+    def idle_ratio(self) -> float:
+        return self.idle_util_pct / 100
+
+    @property
+    def low_efficiency_ratio(self) -> float:
+        return self.low_efficiency_pct / 100
+
+    @property
+    def memory_full_ratio(self) -> float:
+        return self.memory_full_pct / 100
+
+    @property
+    def cluster(self) -> tuple[str, ...]:
+        """The cluster label as a grouping prefix (empty when not configured)."""
+        return (self.cluster_label,) if self.cluster_label else ()
+
+
+def _price_entries(settings: Settings) -> tuple[PriceEntry, ...]:
+    pricing = settings.pricing
+    book = build_price_book(
+        pricing.default_usd_per_gpu_hour,
+        pricing.spot_discount,
+        {name: (p.on_demand, p.spot) for name, p in pricing.models.items()},
+        pricing.nodes,
+    )
+    return tuple(
+        PriceEntry(p.aliases, p.on_demand_usd_per_gpu_hour, compute_slices(p.model))
+        for p in sorted(book.models.values(), key=lambda p: p.model)
+    )
+
+
+def rule_params_from_settings(settings: Settings) -> RuleParams:
+    """The renderer's inputs from the configuration (thresholds, labels, alerts, pricing)."""
+    schema = settings.prometheus.labels
+    thresholds = settings.thresholds
+    alerts = settings.alerts
+    return RuleParams(
+        idle_util_pct=thresholds.idle_util_pct,
+        low_efficiency_pct=thresholds.low_efficiency_pct,
+        memory_full_pct=thresholds.memory_full_pct,
+        temperature_c=thresholds.temperature_c,
+        labels=LabelVariants(
+            pod=tuple(schema.pod),
+            namespace=tuple(schema.namespace),
+            container=tuple(schema.container),
+            uuid=tuple(schema.uuid),
+            hostname=tuple(schema.hostname),
+        ),
+        matchers=tuple(settings.prometheus.matchers),
+        cluster_label=settings.prometheus.cluster_label,
+        rule_name=alerts.name,
+        rule_namespace=alerts.namespace,
+        metadata_labels=tuple(sorted(alerts.labels.items())),
+        runbook_base_url=alerts.runbook_base_url,
+        idle_cost_usd_per_hour=alerts.idle_cost_usd_per_hour,
+        exporter_namespaces=tuple(alerts.exporter_namespaces),
+        prices=_price_entries(settings),
+        node_prices=tuple(sorted(settings.pricing.nodes.items())),
+        default_usd_per_gpu_hour=settings.pricing.default_usd_per_gpu_hour,
+    )

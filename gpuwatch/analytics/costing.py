@@ -1,0 +1,132 @@
+"""Prices per GPU unit and the costed samples frame (docs/cost-model.md).
+
+:func:`prepare` is the one entry point: it drops pods that hold no GPU, attributes at node level
+where DCGM carries no pod labels, and adds hours, the unit price and the allocation flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.attribution import attribute_node_level
+from gpuwatch.domain.mig import mig_fraction
+from gpuwatch.domain.pricing import PriceBook
+
+#: Pod identity columns of a sample, cleared when a sample is not held by a pod.
+POD_IDENTITY = (
+    "pod_id",
+    "namespace",
+    "pod",
+    "workload_kind",
+    "workload",
+    "team",
+    "pod_gpu_count",
+    "attribution",
+)
+#: Text columns that are facts of the GPU unit (``gpu_id``) and of the pod (``pod_id``).
+UNIT_TEXT = ("cluster", "node", "gpu_uuid", "mig_profile", "gpu_model", "capacity_type")
+POD_TEXT = ("namespace", "pod", "workload_kind", "workload", "team")
+_UNIT_FACTS = ["gpu_id", "node", "gpu_model", "capacity_type", "mig_profile", "timeslice_replicas"]
+
+
+def unit_share(mig_profile: Any, model: Any, replicas: Any) -> float:
+    """Share of a whole GPU's price one unit pays: ``g/7`` for MIG, ``1/R`` per slot."""
+    share = 1.0
+    if isinstance(mig_profile, str) and mig_profile:
+        share = mig_fraction(mig_profile, model if isinstance(model, str) else None)
+    if replicas is not None and replicas is not pd.NA and int(replicas) > 1:
+        share /= int(replicas)
+    return share
+
+
+def unit_prices(units: pd.DataFrame, price_book: PriceBook) -> pd.Series:
+    """$ per hour of each GPU unit, indexed by ``gpu_id`` (any frame with the unit facts)."""
+    facts = units[_UNIT_FACTS].drop_duplicates("gpu_id")
+    values = [
+        price_book.usd_per_gpu_hour(
+            None if model is pd.NA else model,
+            "" if cap is pd.NA else cap,
+            None if node is pd.NA else node,
+        )
+        * unit_share(mig, model, replicas)
+        for _, node, model, cap, mig, replicas in facts.itertuples(index=False)
+    ]
+    return pd.Series(values, index=facts["gpu_id"].to_numpy(), dtype="float64")
+
+
+def _clear_identity(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    if not bool(mask.any()):
+        return frame
+    frame = frame.copy()
+    for name in POD_IDENTITY:
+        frame.loc[mask, name] = pd.NA
+    return frame
+
+
+def drop_gpuless_pods(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:
+    """Samples of pods that request no GPU (the exporter's own, for one) become unallocated."""
+    mask = samples["pod_gpu_count"].fillna(-1).eq(0)
+    if pods is not None and len(pods):
+        gpuless = pods.loc[pods["gpu_count"].eq(0), "pod_id"]
+        mask |= samples["pod_id"].isin(gpuless).fillna(False).astype(bool)
+    return _clear_identity(samples, mask)
+
+
+def cost_samples(samples: pd.DataFrame, price_book: PriceBook) -> pd.DataFrame:
+    """Samples with ``gpu_hours``, ``usd_per_hour`` and ``allocated`` added.
+
+    ``gpu_hours`` is ``step_s / 3600`` where the sample has a utilization reading and 0 where it
+    has none (no data); ``util_ratio`` is clipped to 0–1 and 0 where missing.
+    """
+    frame = samples.copy()
+    util = frame["util_ratio"].to_numpy(dtype="float64", na_value=np.nan)
+    has_data = ~np.isnan(util)
+    frame[c.UTIL] = np.clip(np.nan_to_num(util, nan=0.0), 0.0, 1.0)
+    frame[c.GPU_HOURS] = np.where(has_data, frame["step_s"].to_numpy(dtype="float64") / 3600, 0.0)
+    prices = unit_prices(frame, price_book)
+    frame[c.USD_PER_HOUR] = frame["gpu_id"].map(prices).to_numpy(dtype="float64")
+    frame[c.ALLOCATED] = frame["pod"].notna().to_numpy() & frame["pod"].ne("").fillna(False)
+    missing = frame[c.ALLOCATED] & frame["workload"].isna()
+    if bool(missing.any()):
+        frame.loc[missing, "workload_kind"] = "Pod"
+        frame.loc[missing, "workload"] = frame.loc[missing, "pod"]
+    return categorize(frame)
+
+
+def _categorical_by(frame: pd.DataFrame, names: tuple[str, ...], key: str) -> bool:
+    """Recode ``names`` as categoricals through ``key`` (they must be facts of the key)."""
+    codes, _ = pd.factorize(frame[key], use_na_sentinel=True)
+    keyless = codes < 0
+    if bool((keyless & frame[names[0]].notna().to_numpy()).any()):
+        return False
+    uniques, first = np.unique(codes, return_index=True)
+    first = first[uniques >= 0]
+    for name in names:
+        small = pd.Categorical(frame[name].to_numpy(dtype=object)[first])
+        lookup = np.append(small.codes, -1)  # the last entry serves rows without a key
+        full = lookup[np.where(keyless, len(first), codes)]
+        frame[name] = pd.Categorical.from_codes(full, categories=small.categories)
+    return True
+
+
+def categorize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as categoricals, so that grouping millions of samples stays fast."""
+    _categorical_by(frame, UNIT_TEXT, "gpu_id")
+    if not _categorical_by(frame, POD_TEXT, "pod_id"):
+        for name in POD_TEXT:
+            frame[name] = frame[name].astype("category")
+    return frame
+
+
+def prepare(
+    samples: pd.DataFrame, pods: pd.DataFrame | None, price_book: PriceBook
+) -> pd.DataFrame:
+    """Raw samples to costed samples: GPU-less pods dropped, node-level attribution, prices."""
+    cleaned = drop_gpuless_pods(samples.reset_index(drop=True), pods)
+    if pods is not None:
+        cleaned = attribute_node_level(cleaned, pods)
+    return cost_samples(cleaned, price_book)

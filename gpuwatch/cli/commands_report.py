@@ -1,0 +1,98 @@
+"""``gpuwatch report weekly`` and ``gpuwatch recommend``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from gpuwatch.analytics.recommend import recommend
+from gpuwatch.analytics.render import render_csv as render_recommendations_csv
+from gpuwatch.analytics.render import render_json, render_table
+from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
+from gpuwatch.domain.durations import parse_instant
+from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
+from gpuwatch.report.weekly import iso_week_bounds, last_complete_week, render_csv, weekly_report
+
+DEFAULT_RECOMMEND_WINDOW = "7d"
+
+
+def _write(text: str, out: str | None) -> None:
+    if out is None or out == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot write {out}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out}", err=True)
+
+
+@click.group()
+def report() -> None:
+    """Reports from the store."""
+
+
+@report.command("weekly")
+@click.option("--week", help="ISO week like 2026-W46 (default: the last complete week).")
+@click.option("--out", metavar="FILE", help="Write the CSV here (default: standard output).")
+@pass_app
+def report_weekly(app: AppContext, week: str | None, out: str | None) -> None:
+    """The weekly GPU waste report CSV: one row per workload and GPU model, plus unallocated
+    capacity per node (namespace __idle__), sorted by idle cost."""
+    now_ts = int(datetime.now(UTC).timestamp())
+    label = week or last_complete_week(now_ts)
+    try:
+        start_ts, end_ts = iso_week_bounds(label)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--week") from None
+    engine = app.engine()
+    data = load_inputs(engine, start_ts, end_ts)
+    frame = weekly_report(
+        data.samples,
+        data.pods,
+        data.gpus,
+        price_book_from(app.settings),
+        policy_from(app.settings),
+        start_ts,
+        nodes=data.nodes,
+    )
+    _write(render_csv(frame), out)
+
+
+@click.command("recommend")
+@click.option("--start", default=DEFAULT_RECOMMEND_WINDOW, show_default=True,
+              help="Window start: RFC 3339 or a duration before now.")  # fmt: skip
+@click.option("--end", help="Window end (exclusive; default: now).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@pass_app
+def recommend_command(app: AppContext, start: str, end: str | None, fmt: str) -> None:
+    """Right-sizing suggestions with estimated monthly savings and confidence."""
+    now = datetime.now(UTC)
+    try:
+        start_ts = int(parse_instant(start, now).timestamp())
+        end_ts = int(parse_instant(end, now).timestamp()) if end else int(now.timestamp())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if end_ts <= start_ts:
+        raise click.BadParameter("--end must be after --start")
+    data = load_inputs(app.engine(), start_ts, end_ts)
+    frame = recommend(
+        data.samples,
+        data.pods,
+        price_book_from(app.settings),
+        policy_from(app.settings),
+        start_ts,
+        end_ts,
+        gpus=data.gpus,
+        nodes=data.nodes,
+    )
+    renderers = {"table": render_table, "csv": render_recommendations_csv, "json": render_json}
+    click.echo(renderers[fmt](frame), nl=fmt == "table")

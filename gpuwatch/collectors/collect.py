@@ -1,0 +1,147 @@
+"""One collection: Kubernetes snapshot, then DCGM samples page by page, each page one transaction.
+
+The watermark (``collection_state``) moves to a page's end in the same transaction that writes the
+page, so an interrupted run loses nothing and the next run resumes at the first unwritten page.
+Every write is an upsert, so collecting a window again changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+from sqlalchemy import Connection, Engine
+
+from gpuwatch.collectors import rows
+from gpuwatch.collectors.dcgm import LabelVariants, samples_from_results
+from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.store import writer
+
+SOURCE_PROMETHEUS = "prometheus"
+SOURCE_KUBERNETES = "kubernetes"
+
+Progress = Callable[[int, int, int], None]
+
+
+class SampleSource(Protocol):
+    def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, list[Any]]: ...
+
+
+class SnapshotSource(Protocol):
+    def snapshot(self, now_ts: int) -> KubeSnapshot: ...
+
+
+@dataclass(frozen=True)
+class Window:
+    start_ts: int
+    end_ts: int
+    step_s: int
+    page_s: int
+
+    def pages(self) -> list[tuple[int, int]]:
+        page = max(self.step_s, self.page_s - self.page_s % self.step_s)
+        return [(s, min(s + page, self.end_ts)) for s in range(self.start_ts, self.end_ts, page)]
+
+
+@dataclass(frozen=True)
+class CollectStats:
+    start_ts: int
+    end_ts: int
+    pages: int
+    samples: int
+    gpu_units: int
+    pods: int
+
+
+def plan_window(
+    *,
+    start_ts: int | None,
+    end_ts: int | None,
+    watermark_ts: int | None,
+    lookback_s: int,
+    now_ts: int,
+    step_s: int,
+    page_s: int,
+) -> Window:
+    """The window to collect: explicit bounds, else resume from the watermark, else lookback.
+
+    Both ends are floored to the ``step`` grid; the end is exclusive.
+    """
+    end = now_ts if end_ts is None else end_ts
+    if start_ts is not None:
+        start = start_ts
+    elif watermark_ts is not None:
+        start = watermark_ts
+    else:
+        start = end - lookback_s
+    start, end = start - start % step_s, end - end % step_s
+    return Window(start_ts=start, end_ts=max(start, end), step_s=step_s, page_s=page_s)
+
+
+def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> None:
+    node_ids = writer.write_nodes(conn, cluster_id, rows.node_rows(snap))
+    writer.write_namespaces(conn, cluster_id, rows.namespace_rows(snap))
+    writer.write_pods(conn, cluster_id, rows.pod_rows(snap, node_ids))
+
+
+def _write_page(
+    conn: Connection,
+    cluster_id: int,
+    frame: pd.DataFrame,
+    snap: KubeSnapshot | None,
+    step_s: int,
+) -> tuple[int, int, int]:
+    """Write one page's samples (and the GPU units, nodes and pods they name)."""
+    if frame.empty:
+        return 0, 0, 0
+    frame = rows.resolve_nodes(frame, snap)
+    node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, frame))
+    units = rows.gpu_rows(frame, node_ids, conn, cluster_id)
+    gpu_ids = writer.write_gpus(conn, cluster_id, units)
+    memory = {gpu_ids[(u["uuid"], u["mig_gi_id"], u["slot"])]: u["memory_total_mib"] for u in units}
+    pod_map = rows.pod_ids(conn, cluster_id, frame, snap)
+    samples = rows.sample_tuples(frame, gpu_ids, pod_map, step_s, memory)
+    written = writer.write_samples(conn, samples)
+    return written, frame[["uuid", "mig_gi_id", "slot"]].drop_duplicates().shape[0], len(pod_map)
+
+
+def collect(
+    engine: Engine,
+    cluster: str,
+    window: Window,
+    prometheus: SampleSource,
+    kube: SnapshotSource | None,
+    variants: LabelVariants,
+    now_ts: int,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> CollectStats:
+    """Collect ``window``; returns what was written. Raises the sources' errors untouched."""
+    snap = kube.snapshot(now_ts) if kube is not None else None
+    with engine.begin() as conn:
+        cluster_id = writer.ensure_cluster(conn, cluster)
+        if snap is not None:
+            _write_snapshot(conn, cluster_id, snap)
+            writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
+    pages = window.pages()
+    total = units = pods = done = 0
+    for index, (page_start, page_end) in enumerate(pages):
+        if should_stop():
+            break
+        results = prometheus.fetch_page(page_start, page_end, window.step_s)
+        frame = samples_from_results(results, variants, window.step_s)
+        frame = frame[(frame["ts"] >= page_start) & (frame["ts"] < page_end)]
+        with engine.begin() as conn:
+            written, page_units, page_pods = _write_page(
+                conn, cluster_id, frame, snap, window.step_s
+            )
+            detail = {"samples": written, "page_start_ts": page_start}
+            writer.advance_watermark(conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail)
+        total += written
+        units, pods, done = max(units, page_units), max(pods, page_pods), index + 1
+        if progress is not None:
+            progress(index + 1, len(pages), total)
+    end = pages[done - 1][1] if done else window.start_ts
+    return CollectStats(window.start_ts, end, done, total, units, pods)

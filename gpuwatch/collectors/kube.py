@@ -1,0 +1,317 @@
+"""Reads pods, their owners, nodes and namespaces from the Kubernetes API (the official client).
+
+Client configuration as kubectl finds it: an explicit kubeconfig, else ``$KUBECONFIG``, else
+``~/.kube/config``, else the in-cluster service account. Lists are paginated (``limit`` and
+``continue``), read as raw JSON (``_preload_content=False``) and handed to the pure parsers in
+:mod:`gpuwatch.collectors.kube_parse`. Connection errors, 5xx and 429 are retried with
+exponential backoff; 401/403 fail at once naming the RBAC gpuwatch needs. Credentials never
+appear in messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
+
+if TYPE_CHECKING:
+    from gpuwatch.config import Settings
+
+#: The access gpuwatch needs, as a ClusterRole would grant it.
+RBAC_NEEDED = (
+    "get, list on pods, nodes, namespaces (core), replicasets, deployments, statefulsets, "
+    "daemonsets (apps), jobs, cronjobs (batch)"
+)
+_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+_GONE = 410
+
+
+class KubeError(Exception):
+    """A Kubernetes API problem, phrased for one line on stderr."""
+
+
+class KubeConfigError(KubeError):
+    """No usable client configuration (kubeconfig or in-cluster service account)."""
+
+
+class _Expired(Exception):
+    """A continue token the server no longer accepts (410): the list restarts."""
+
+
+class _Failure(Exception):
+    """One failed attempt that may be retried; ``text`` says why, ``unreachable`` how."""
+
+    def __init__(self, text: str, unreachable: bool) -> None:
+        super().__init__(text)
+        self.text = text
+        self.unreachable = unreachable
+
+
+def _reason(exc: BaseException) -> str:
+    """The root cause of a connection error in a few words (``Connection refused``)."""
+    chain: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop(0)
+        if any(current is seen for seen in chain):
+            continue
+        chain.append(current)
+        nested = (getattr(current, "reason", None), current.__cause__, current.__context__)
+        todo.extend(e for e in nested if isinstance(e, BaseException))
+    for current in chain:
+        if isinstance(current, OSError) and current.strerror:
+            return str(current.strerror)
+    if any(isinstance(e, TimeoutError | urllib3.exceptions.TimeoutError) for e in chain):
+        return "timed out"
+    text = str(chain[-1]).split(">: ", 1)[-1]  # drop urllib3's "<connection object at ...>: "
+    return " ".join(text.split()) or type(chain[-1]).__name__
+
+
+def _status_text(exc: ApiException) -> str:
+    message = ""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+        if isinstance(body, dict):
+            message = str(body.get("message") or "")
+    except (ValueError, TypeError):
+        pass
+    text = f"HTTP {exc.status} {exc.reason or ''}".strip()
+    return f"{text} ({' '.join(message.split())[:200]})" if message else text
+
+
+class KubeSource:
+    """The Kubernetes API as a source of :class:`KubeSnapshot` s."""
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        page_size: int = 500,
+        team_label: str = "team",
+        base_delay_s: float = 0.5,
+        max_delay_s: float = 8.0,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.timeout_s = timeout_s
+        self.retries = max(0, retries)
+        self.page_size = page_size
+        self.team_label = team_label
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self._api: Any = None
+        self._host = ""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KubeSource:
+        kube = settings.kubernetes
+        return cls(
+            kubeconfig=kube.kubeconfig,
+            context=kube.context,
+            timeout_s=kube.timeout.total_seconds(),
+            retries=kube.retries,
+            page_size=kube.page_size,
+            team_label=settings.labels.team,
+        )
+
+    # -- configuration -----------------------------------------------------------------------
+    def _kubeconfig_path(self) -> str | None:
+        """The kubeconfig to load, as kubectl picks it; None means in-cluster."""
+        if self.kubeconfig:
+            path = Path(self.kubeconfig).expanduser()
+            if not path.is_file():
+                raise KubeConfigError(f"kubeconfig {path} not found")
+            return str(path)
+        env = os.environ.get("KUBECONFIG", "")
+        if env.strip(os.pathsep):
+            paths = [p for p in env.split(os.pathsep) if p]
+            if not any(Path(p).expanduser().is_file() for p in paths):
+                raise KubeConfigError(f"no kubeconfig found at $KUBECONFIG ({env})")
+            return env
+        default = Path.home() / ".kube" / "config"
+        return str(default) if default.is_file() else None
+
+    def _configuration(self) -> Any:
+        cfg = client.Configuration()
+        path = self._kubeconfig_path()
+        try:
+            if path is not None:
+                config.load_kube_config(
+                    config_file=path,
+                    context=self.context,
+                    client_configuration=cfg,
+                    persist_config=False,
+                )
+            else:
+                config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException as exc:
+            why = " ".join(str(exc).split())
+            if path is None:
+                raise KubeConfigError(
+                    "no Kubernetes configuration found: set kubernetes.kubeconfig or $KUBECONFIG, "
+                    f"create ~/.kube/config, or run inside a cluster ({why})"
+                ) from exc
+            raise KubeConfigError(f"kubeconfig {path}: {why}") from exc
+        except (OSError, yaml.YAMLError, ValueError, KeyError, TypeError) as exc:
+            raise KubeConfigError(f"kubeconfig {path}: unreadable ({type(exc).__name__})") from exc
+        cfg.retries = 0  # retries and backoff are ours
+        return cfg
+
+    def _client(self) -> Any:
+        if self._api is None:
+            cfg = self._configuration()
+            self._host = str(cfg.host)
+            self._api = client.ApiClient(cfg)
+        return self._api
+
+    @property
+    def url(self) -> str:
+        """The API server's URL (known once configured)."""
+        self._client()
+        return self._host
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.rest_client.pool_manager.clear()
+            self._api.close()
+            self._api = None
+
+    def __enter__(self) -> KubeSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------------------------
+    def snapshot(self, now_ts: int) -> KubeSnapshot:
+        """Pods, nodes, namespaces, ReplicaSets and Jobs, all namespaces, as a snapshot."""
+        api = self._client()
+        core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
+        pods = self._list("pods", core.list_pod_for_all_namespaces)
+        nodes = self._list("nodes", core.list_node)
+        namespaces = self._list("namespaces", core.list_namespace)
+        replicasets = self._list("replicasets", apps.list_replica_set_for_all_namespaces)
+        jobs = self._list("jobs", batch.list_job_for_all_namespaces)
+        try:
+            return build_snapshot(
+                pods, nodes, namespaces, replicasets, jobs, self.team_label, now_ts
+            )
+        except ValueError as exc:
+            raise KubeError(f"Kubernetes API at {self._host} returned {exc}") from exc
+
+    def _list(self, resource: str, method: Callable[..., Any]) -> list[dict[str, Any]]:
+        """Every item of a list, page by page; an expired continue token restarts the list."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        restarts = 0
+        while True:
+            try:
+                body = self._page(resource, method, token)
+            except _Expired:
+                restarts += 1
+                if restarts > self.retries:
+                    raise KubeError(
+                        f"Kubernetes API at {self._host} kept expiring the {resource} list "
+                        f"(410) after {restarts} restarts"
+                    ) from None
+                items, token = [], None
+                continue
+            items.extend(body["items"])
+            token = body["continue"]
+            if not token:
+                return items
+
+    def _page(self, resource: str, method: Callable[..., Any], token: str | None) -> dict[str, Any]:
+        attempts = self.retries + 1
+        failure = _Failure("", unreachable=False)
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
+            try:
+                raw = self._fetch(resource, method, token)
+            except _Failure as exc:
+                failure = exc
+                continue
+            return self._decode(resource, raw)
+        if failure.unreachable:
+            raise KubeError(
+                f"Kubernetes API at {self._host} unreachable after {attempts} attempts: "
+                f"{failure.text}"
+            )
+        raise KubeError(
+            f"Kubernetes API at {self._host} failed listing {resource} after {attempts} "
+            f"attempts: {failure.text}"
+        )
+
+    def _fetch(self, resource: str, method: Callable[..., Any], token: str | None) -> bytes:
+        """One list request's body; raises _Failure (retryable), _Expired or KubeError."""
+        try:
+            response = method(
+                limit=self.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self.timeout_s,
+            )
+            try:
+                return bytes(response.data)
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            self._check_status(resource, exc, token)
+            raise _Failure(_status_text(exc), unreachable=False) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _Failure(_reason(exc), unreachable=True) from exc
+
+    def _check_status(self, resource: str, exc: ApiException, token: str | None) -> None:
+        """Raise at once for answers a retry cannot change; return for retryable ones."""
+        status = int(exc.status or 0)
+        if status in _RETRYABLE_STATUS:
+            return
+        if status == _GONE and token:
+            raise _Expired
+        where = f"Kubernetes API at {self._host}"
+        if status == 401:
+            raise KubeError(
+                f"{where} rejected the credentials listing {resource} (HTTP 401 Unauthorized): "
+                f"gpuwatch needs an identity allowed {RBAC_NEEDED}"
+            ) from None
+        if status == 403:
+            raise KubeError(
+                f"{where} forbids listing {resource} (HTTP 403 Forbidden): "
+                f"grant gpuwatch's identity {RBAC_NEEDED}"
+            ) from None
+        raise KubeError(f"{where} refused listing {resource}: {_status_text(exc)}") from None
+
+    def _decode(self, resource: str, raw: bytes) -> dict[str, Any]:
+        """``{"items": [...], "continue": token or None}`` from a list response body."""
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            detail = (
+                f": {exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+            )
+            raise KubeError(
+                f"Kubernetes API at {self._host} returned malformed JSON listing {resource}{detail}"
+            ) from None
+        items = body.get("items") if isinstance(body, dict) else None
+        if items is None and isinstance(body, dict) and "items" in body:
+            items = []  # an empty list may arrive as null
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise KubeError(
+                f"Kubernetes API at {self._host} returned no {resource} list (no items array)"
+            )
+        metadata = body.get("metadata") or {}
+        token = metadata.get("continue") if isinstance(metadata, dict) else None
+        return {"items": items, "continue": str(token) if token else None}

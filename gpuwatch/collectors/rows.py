@@ -1,0 +1,227 @@
+"""Turning a Kubernetes snapshot and a page of DCGM samples into store rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, select
+
+from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.domain.pricing import builtin_prices
+from gpuwatch.store.models import UTIL_SIGNALS, Namespace, Node, Pod
+from gpuwatch.store.writer import id_map, table_of, write_pods
+
+_SIGNAL_CODES = {name: code for code, name in UTIL_SIGNALS.items()}
+
+
+def node_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
+    return [
+        {**node, "first_seen_ts": snap.taken_ts, "last_seen_ts": snap.taken_ts}
+        for node in snap.nodes
+    ]
+
+
+def namespace_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
+    return [{**ns, "last_seen_ts": snap.taken_ts} for ns in snap.namespaces]
+
+
+def pod_rows(snap: KubeSnapshot, node_ids: Mapping[str, int]) -> list[dict[str, Any]]:
+    out = []
+    for pod in snap.gpu_pods:
+        row = {key: value for key, value in pod.items() if key != "node_name"}
+        row["node_id"] = node_ids.get(pod.get("node_name") or "")
+        row["last_seen_ts"] = snap.taken_ts
+        out.append(row)
+    return out
+
+
+def resolve_nodes(frame: pd.DataFrame, snap: KubeSnapshot | None) -> pd.DataFrame:
+    """Map an exporter pod's name (``Hostname`` without ``NODE_NAME``) to its node's name."""
+    nodes = frame["node"].fillna("")
+    if snap is not None:
+        known = {node["name"] for node in snap.nodes}
+        mapped = nodes.map(lambda n: n if n in known else snap.pod_nodes.get(n, n))
+        nodes = mapped
+    return frame.assign(node=nodes)
+
+
+def dcgm_node_rows(conn: Connection, cluster_id: int, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Nodes named by DCGM but unknown to the store (no Kubernetes facts): minimal rows."""
+    known = {key[0] for key in id_map(conn, Node, cluster_id, ("name",))}
+    fresh = frame[(frame["node"] != "") & ~frame["node"].isin(known)]
+    out: list[dict[str, Any]] = []
+    for name, group in fresh.groupby("node", sort=True):
+        models = group["model_name"].dropna()
+        out.append(
+            {
+                "name": str(name),
+                "gpu_model": str(models.mode().iloc[0]) if not models.empty else None,
+                "gpu_count": int(group["uuid"].nunique()),
+                "capacity_type": "on_demand",
+                "mig_capable": bool((group["mig_gi_id"] >= 0).any()),
+                "timeslice_replicas": 1,
+                "labels": {},
+                "first_seen_ts": int(group["ts"].min()),
+                "last_seen_ts": int(group["ts"].max()),
+            }
+        )
+    return out
+
+
+def _node_facts(conn: Connection, cluster_id: int) -> dict[int, tuple[int, float | None]]:
+    table = table_of(Node)
+    stmt = select(table.c.id, table.c.timeslice_replicas, table.c.gpu_memory_mib).where(
+        table.c.cluster_id == cluster_id
+    )
+    return {
+        int(r[0]): (int(r[1] or 1), None if r[2] is None else float(r[2]))
+        for r in conn.execute(stmt)
+    }
+
+
+def _model_memory_mib(model: object) -> float | None:
+    if not isinstance(model, str):
+        return None
+    prices = builtin_prices()
+    wanted = model.strip().lower()
+    for price in prices.values():
+        if wanted in (alias.lower() for alias in price.aliases) and price.memory_mib:
+            return float(price.memory_mib)
+    return None
+
+
+def gpu_rows(
+    frame: pd.DataFrame, node_ids: Mapping[str, int], conn: Connection, cluster_id: int
+) -> list[dict[str, Any]]:
+    """One row per GPU unit of the page; memory total from DCGM, else the node, else the model."""
+    facts = _node_facts(conn, cluster_id)
+    units = frame.groupby(["uuid", "mig_gi_id", "slot"], sort=True).agg(
+        node=("node", "last"),
+        gpu_index=("gpu_index", "last"),
+        device=("device", "last"),
+        model_name=("model_name", "last"),
+        mig_profile=("mig_profile", "last"),
+        memory_total_mib=("fb_total_mib", "max"),
+        first_seen_ts=("ts", "min"),
+        last_seen_ts=("ts", "max"),
+    )
+    out: list[dict[str, Any]] = []
+    for key, unit in units.iterrows():
+        uuid, gi, slot = cast(tuple[str, int, int], key)
+        node_id = node_ids.get(unit["node"]) if unit["node"] else None
+        replicas, node_memory = facts.get(node_id, (1, None)) if node_id else (1, None)
+        memory = unit["memory_total_mib"]
+        if pd.isna(memory):
+            memory = node_memory if gi < 0 else None
+        if memory is None or pd.isna(memory):
+            memory = _model_memory_mib(unit["model_name"]) if gi < 0 else None
+        out.append(
+            {
+                "uuid": uuid,
+                "mig_gi_id": int(gi),
+                "slot": int(slot),
+                "node_id": node_id,
+                "gpu_index": None if pd.isna(unit["gpu_index"]) else int(unit["gpu_index"]),
+                "device": unit["device"] if isinstance(unit["device"], str) else None,
+                "model_name": unit["model_name"] if isinstance(unit["model_name"], str) else None,
+                "mig_profile": unit["mig_profile"]
+                if isinstance(unit["mig_profile"], str)
+                else None,
+                "timeslice_replicas": replicas,
+                "memory_total_mib": None if memory is None or pd.isna(memory) else float(memory),
+                "first_seen_ts": int(unit["first_seen_ts"]),
+                "last_seen_ts": int(unit["last_seen_ts"]),
+            }
+        )
+    return out
+
+
+def _stored_pods(conn: Connection, cluster_id: int) -> dict[tuple[str, str], int]:
+    """(namespace, name) → the pod row to attribute to: an API-seen uid over a DCGM-only one,
+    the most recently created first."""
+    table = table_of(Pod)
+    stmt = (
+        select(table.c.namespace, table.c.name, table.c.id)
+        .where(table.c.cluster_id == cluster_id)
+        .order_by((table.c.uid == "").desc(), table.c.created_ts.asc().nulls_first(), table.c.id)
+    )
+    return {(r[0], r[1]): int(r[2]) for r in conn.execute(stmt)}
+
+
+def _namespace_teams(conn: Connection, cluster_id: int) -> dict[str, str]:
+    table = table_of(Namespace)
+    stmt = select(table.c.name, table.c.team).where(table.c.cluster_id == cluster_id)
+    return {str(r[0]): str(r[1]) for r in conn.execute(stmt) if r[1]}
+
+
+def pod_ids(
+    conn: Connection, cluster_id: int, frame: pd.DataFrame, snap: KubeSnapshot | None
+) -> dict[tuple[str, str], int]:
+    """(namespace, pod) named by the page's samples → pod id; pods never seen in the API get a
+    row of their own (kind ``Pod``); pods the API shows requesting no GPU hold none."""
+    named = frame.loc[frame["pod"].notna(), ["namespace", "pod"]].drop_duplicates()
+    pairs = [(str(ns), str(pod)) for ns, pod in named.itertuples(index=False)]
+    excluded = snap.non_gpu_pods if snap is not None else frozenset()
+    pairs = [pair for pair in pairs if pair not in excluded]
+    stored = _stored_pods(conn, cluster_id)
+    missing = [pair for pair in pairs if pair not in stored]
+    if missing:
+        teams = _namespace_teams(conn, cluster_id)
+        last = int(frame["ts"].max())
+        write_pods(conn, cluster_id, [_dcgm_only_pod(ns, pod, teams, last) for ns, pod in missing])
+        stored = _stored_pods(conn, cluster_id)
+    return {pair: stored[pair] for pair in pairs}
+
+
+def _dcgm_only_pod(namespace: str, pod: str, teams: Mapping[str, str], ts: int) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "name": pod,
+        "uid": "",
+        "phase": None,
+        "workload_kind": "Pod",
+        "workload_name": pod,
+        "team": teams.get(namespace, "unassigned"),
+        "gpu_resource": None,
+        "gpu_count": 0,
+        "labels": {},
+        "last_seen_ts": ts,
+    }
+
+
+def sample_tuples(
+    frame: pd.DataFrame,
+    gpu_ids: Mapping[tuple[Any, ...], int],
+    pod_map: Mapping[tuple[str, str], int],
+    step_s: int,
+    memory_by_gpu: Mapping[int, float | None] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Rows in :data:`gpuwatch.store.writer.SAMPLE_FIELDS` order."""
+    keys = zip(frame["uuid"], frame["mig_gi_id"], frame["slot"], strict=True)
+    gpu = np.fromiter((gpu_ids[(u, int(g), int(s))] for u, g, s in keys), dtype=np.int64)
+    pods = [
+        pod_map.get((ns, pod)) if isinstance(pod, str) else None
+        for ns, pod in zip(frame["namespace"], frame["pod"], strict=True)
+    ]
+    total = frame["fb_total_mib"].to_numpy(dtype=float)
+    if memory_by_gpu:
+        fallback = np.array([memory_by_gpu.get(int(g)) or np.nan for g in gpu], dtype=float)
+        total = np.where(np.isnan(total), fallback, total)
+    signal = frame["util_signal"].map(_SIGNAL_CODES)
+    columns = (
+        gpu.tolist(),
+        frame["ts"].astype(int).tolist(),
+        [step_s] * len(frame),
+        pods,
+        frame["util_ratio"].tolist(),
+        [None if pd.isna(v) else int(v) for v in signal],
+        frame["fb_used_mib"].tolist(),
+        total.tolist(),
+        frame["power_w"].tolist(),
+        frame["temp_c"].tolist(),
+        [None if pd.isna(v) else int(v) for v in frame["xid"]],
+    )
+    return zip(*columns, strict=True)

@@ -1,0 +1,214 @@
+"""The weekly waste report CSV (contract section 4).
+
+:func:`weekly_report` builds the rows as a DataFrame (numbers already rounded, rows sorted);
+:func:`render_csv` writes them exactly as the contract says. Both are pure.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.grouping import group_sum
+from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.analytics.recommend import (
+    Context,
+    mig_capable_nodes,
+    recommend_from_stats,
+    workload_resources,
+)
+from gpuwatch.analytics.render import neutralise
+from gpuwatch.analytics.summary import as_text, sample_measures
+from gpuwatch.analytics.workloads import workload_stats
+from gpuwatch.domain.pricing import PriceBook
+
+WEEK_S = 7 * 86400
+IDLE_NAMESPACE = "__idle__"
+UNALLOCATED_KIND = "Unallocated"
+HEADER: tuple[str, ...] = (
+    "week_start",
+    "cluster",
+    "team",
+    "namespace",
+    "workload_kind",
+    "workload",
+    "gpu_model",
+    "gpus_requested",
+    "allocated_gpu_hours",
+    "used_gpu_hours",
+    "efficiency_pct",
+    "idle_gpu_hours",
+    "allocated_cost_usd",
+    "idle_cost_usd",
+    "unused_cost_usd",
+    "recommendation",
+    "est_monthly_savings_usd",
+)
+TEXT_COLUMNS = frozenset(
+    {"week_start", "cluster", "team", "namespace", "workload_kind", "workload", "gpu_model",
+     "recommendation"}
+)  # fmt: skip
+TWO_DECIMALS = frozenset(
+    {"allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
+     "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd"}
+)  # fmt: skip
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+_SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
+
+
+def iso_week_bounds(week: str) -> tuple[int, int]:
+    """``[start_ts, end_ts)`` of an ISO week like ``2026-W46``: Monday 00:00 UTC, 7 days."""
+    match = _WEEK.match(week.strip())
+    if match is None:
+        raise ValueError(f"invalid week {week!r}: use the ISO form YYYY-Www, e.g. 2026-W46")
+    try:
+        start = datetime.fromisocalendar(int(match.group(1)), int(match.group(2)), 1)
+    except ValueError:
+        raise ValueError(f"invalid week {week!r}: year {match.group(1)} has no such week") from None
+    start_ts = int(start.replace(tzinfo=UTC).timestamp())
+    return start_ts, start_ts + WEEK_S
+
+
+def week_label(ts: int) -> str:
+    """The ISO week containing ``ts``, as ``YYYY-Www``."""
+    year, week, _ = datetime.fromtimestamp(ts, tz=UTC).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def last_complete_week(now_ts: int) -> str:
+    """The last ISO week that ended at or before ``now_ts``."""
+    return week_label(now_ts - WEEK_S)
+
+
+def _check_week_start(week_start_ts: int) -> str:
+    start = datetime.fromtimestamp(week_start_ts, tz=UTC)
+    if start.weekday() != 0 or start != start.replace(hour=0, minute=0, second=0, microsecond=0):
+        raise ValueError(f"week start {start.isoformat()} is not a Monday 00:00 UTC")
+    return start.date().isoformat()
+
+
+def _summed(rows: pd.DataFrame, keys: list[str], threshold: float, idle: bool) -> pd.DataFrame:
+    values = sample_measures(rows, threshold, all_allocated=idle)
+    names = list(c.SUM_COLUMNS[:6])
+    out = group_sum(rows[keys].reset_index(drop=True), {n: values[n] for n in names})
+    return as_text(out, keys)
+
+
+def _best_recommendation(recs: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: the largest-saving kind, else ``memory_risk``, with its savings."""
+    saving = recs[recs["est_monthly_savings_usd"] > 0]
+    risk = recs[recs["kind"].eq("memory_risk")]
+    best = pd.concat([saving, risk]).drop_duplicates(_SORT_KEYS, keep="first")
+    best = best[[*_SORT_KEYS, "kind", "est_monthly_savings_usd"]]
+    return best.rename(columns={"kind": "recommendation"})
+
+
+def _workload_rows(
+    costed: pd.DataFrame,
+    pods: pd.DataFrame | None,
+    price_book: PriceBook,
+    policy: AnalyticsPolicy,
+    context: dict[str, Any],
+) -> pd.DataFrame:
+    held = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
+    if held.empty:
+        return pd.DataFrame()
+    sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
+    stats = workload_stats(held, policy, price_book, context["gpus"])
+    ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
+    best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / 3600.0))
+    facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
+    out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
+    out["recommendation"] = out["recommendation"].fillna("")
+    out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
+    return out
+
+
+def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    free = costed[~costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
+    if free.empty:
+        return pd.DataFrame()
+    out = _summed(free, ["cluster", "node", "gpu_model"], threshold, idle=True)
+    out = out.rename(columns={"node": "workload"})
+    out["namespace"] = IDLE_NAMESPACE
+    out["workload_kind"] = UNALLOCATED_KIND
+    out["team"] = ""
+    out["gpus_requested"] = 0
+    out["recommendation"] = ""
+    out["est_monthly_savings_usd"] = 0.0
+    return out
+
+
+def _finish(frame: pd.DataFrame, week_start: str) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["week_start"] = week_start
+    alloc = frame["allocated_gpu_hours"].to_numpy(dtype="float64")
+    used = frame["used_gpu_hours"].to_numpy(dtype="float64")
+    efficiency = 100.0 * used / np.where(alloc > 0, alloc, 1.0)
+    frame["efficiency_pct"] = np.where(alloc > 0, efficiency, 0.0).round(1) + 0.0
+    for name in TWO_DECIMALS:
+        frame[name] = frame[name].astype("float64").round(2) + 0.0
+    frame["gpus_requested"] = frame["gpus_requested"].fillna(0).astype("int64")
+    for name in TEXT_COLUMNS:
+        frame[name] = frame[name].astype(object).where(frame[name].notna(), "").astype(str)
+    frame = frame.sort_values(_SORT_KEYS, kind="stable")
+    frame = frame.sort_values("idle_cost_usd", ascending=False, kind="stable")
+    return frame[list(HEADER)].reset_index(drop=True)
+
+
+def weekly_report(
+    samples: pd.DataFrame,
+    pods: pd.DataFrame | None,
+    gpus: pd.DataFrame | None,
+    price_book: PriceBook,
+    policy: AnalyticsPolicy,
+    week_start_ts: int,
+    *,
+    nodes: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
+
+    Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
+    rows are sorted by ``idle_cost_usd`` descending, then by their key columns.
+    """
+    week_start = _check_week_start(week_start_ts)
+    end_ts = week_start_ts + WEEK_S
+    week = samples[(samples["ts"] >= week_start_ts) & (samples["ts"] < end_ts)]
+    costed = prepare(week, pods, price_book)
+    context = {"gpus": gpus, "nodes": nodes}
+    parts = [
+        _workload_rows(costed, pods, price_book, policy, context),
+        _idle_rows(costed, policy.idle_threshold_ratio),
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in HEADER})
+    return _finish(pd.concat(parts, ignore_index=True), week_start)
+
+
+def _cell(name: str, value: Any) -> str:
+    if name in TEXT_COLUMNS:
+        return neutralise("" if value is None or value is pd.NA else str(value))
+    if name == "gpus_requested":
+        return str(int(value))
+    if name == "efficiency_pct":
+        return f"{float(value):.1f}"
+    return f"{float(value):.2f}"
+
+
+def render_csv(frame: pd.DataFrame) -> str:
+    """The report as CSV: the contract's header, ``\\n`` line endings, header alone if empty."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HEADER)
+    for row in frame[list(HEADER)].itertuples(index=False, name=None):
+        writer.writerow([_cell(name, value) for name, value in zip(HEADER, row, strict=True)])
+    return buffer.getvalue()

@@ -1,0 +1,365 @@
+"""Write simulated frames into an empty, migrated store (SQLite or PostgreSQL).
+
+Small tables go through SQLAlchemy Core. The sample rows go through the driver: ``COPY`` on
+psycopg, else ``executemany`` of multi-row INSERTs (one statement per row costs more than the
+row), appended in primary-key order with the table's other indexes rebuilt afterwards. Ids are
+read back by natural key, never assumed, so PostgreSQL sequences stay consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from sqlalchemy import Table, func, insert, inspect, select
+from sqlalchemy.engine import Connection
+
+from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES, SimulatedData
+from gpuwatch.store.models import (
+    UTIL_SIGNALS,
+    Cluster,
+    CollectionState,
+    GpuSample,
+    Namespace,
+    Node,
+    Pod,
+)
+from gpuwatch.store.models import Gpu as GpuRow
+
+SOURCE = "simulated"
+CHUNK_ROWS = 50_000
+#: Rows per INSERT statement (2,816 parameters: within SQLite's and PostgreSQL's limits).
+ROWS_PER_STATEMENT = 256
+SAMPLE_COLUMNS = (
+    "gpu_id",
+    "ts",
+    "step_s",
+    "pod_id",
+    "util_ratio",
+    "util_signal",
+    "fb_used_mib",
+    "fb_total_mib",
+    "power_w",
+    "temp_c",
+    "xid",
+)
+_KEY_SPAN = 1 << 12
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+_NODE_COLUMNS = (
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_mib",
+    "capacity_type",
+    "instance_type",
+    "mig_capable",
+    "mig_strategy",
+    "mig_config",
+    "timeslice_replicas",
+    "labels",
+)
+_GPU_COLUMNS = (
+    "uuid",
+    "mig_gi_id",
+    "slot",
+    "gpu_index",
+    "device",
+    "model_name",
+    "mig_profile",
+    "timeslice_replicas",
+    "memory_total_mib",
+)
+_POD_COLUMNS = (
+    "namespace",
+    "uid",
+    "phase",
+    "workload_kind",
+    "workload_name",
+    "team",
+    "gpu_resource",
+    "gpu_count",
+    "labels",
+    "created_ts",
+    "started_ts",
+    "finished_ts",
+)
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """Rows written per table."""
+
+    clusters: int
+    nodes: int
+    gpus: int
+    namespaces: int
+    pods: int
+    samples: int
+
+
+def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
+    """Write every frame of ``data`` into the store behind ``conn``, in the caller's
+    transaction. The store must be empty: simulated rows never mix with collected ones."""
+    if conn.execute(select(func.count()).select_from(_table(Cluster))).scalar_one():
+        raise ValueError("the store is not empty: load simulated data into a fresh database")
+    gpu_index, seen = _sample_gpu_index(data)
+    clusters = _insert_clusters(conn, data)
+    nodes = _insert_nodes(conn, data, clusters, seen)
+    gpu_ids = _insert_gpus(conn, data, clusters, nodes, seen)
+    _insert_namespaces(conn, data, clusters)
+    pods = _insert_pods(conn, data, clusters, nodes)
+    written = _insert_samples(conn, data, gpu_ids[gpu_index], pods)
+    state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
+    detail = {"start_ts": data.start_ts, "step_s": data.step_s}
+    conn.execute(
+        insert(_table(CollectionState)),
+        [{"cluster_id": i, **state, "detail": detail} for i in clusters.values()],
+    )
+    return LoadStats(
+        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written
+    )
+
+
+def _table(model: type[Any]) -> Table:
+    table: Table = model.__table__
+    return table
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as dicts of plain Python values, missing values as None."""
+    plain = frame.astype(object).where(frame.notna(), None)
+    return [{str(k): v for k, v in row.items()} for row in plain.to_dict("records")]
+
+
+def _ids(conn: Connection, model: type[Any], *key: str) -> dict[tuple[Any, ...], int]:
+    """Store ids by natural key, read back after an insert."""
+    table = _table(model)
+    rows = conn.execute(select(table.c.id, *(table.c[k] for k in key))).all()
+    return {tuple(row[1:]): int(row[0]) for row in rows}
+
+
+def _sample_gpu_index(data: SimulatedData) -> tuple[NDArray[np.int64], pd.DataFrame]:
+    """Per sample row, the position of its unit in ``data.gpus``; and per unit, its first and
+    last sample instant (the window's bounds when it has none)."""
+    gpus, samples = data.gpus, data.samples
+    unit_keys = pd.Index(_unit_keys(gpus, gpus))
+    if not unit_keys.is_unique:
+        raise ValueError("the gpus frame names a GPU unit twice")
+    index = unit_keys.get_indexer(pd.Index(_unit_keys(samples, gpus))).astype(np.int64)
+    if (index < 0).any():
+        raise ValueError("samples name a GPU unit that is not in the gpus frame")
+    ts = pd.Series(samples["ts"].to_numpy(np.int64))
+    seen = ts.groupby(index).agg(["min", "max"]).reindex(range(len(gpus)))
+    seen = seen.fillna({"min": data.start_ts, "max": data.end_ts}).astype(np.int64)
+    seen.columns = pd.Index(["first_seen_ts", "last_seen_ts"])
+    return index, seen
+
+
+def _unit_keys(frame: pd.DataFrame, gpus: pd.DataFrame) -> NDArray[np.int64]:
+    """An integer per (cluster, uuid, mig_gi_id, slot), numbering strings as in ``gpus``."""
+    key = np.zeros(len(frame), dtype=np.int64)
+    for column in ("cluster", "uuid"):
+        values = frame[column].astype("category")
+        known = pd.Index(pd.unique(gpus[column].astype(object)))
+        lookup = np.append(known.get_indexer(values.cat.categories), -1)
+        key = key * (len(known) + 1) + lookup[values.cat.codes.to_numpy()] + 1
+    gi = frame["mig_gi_id"].to_numpy(np.int64) + 1
+    slot = frame["slot"].to_numpy(np.int64)
+    if (gi < 0).any() or (gi >= _KEY_SPAN).any() or (slot < 0).any() or (slot >= _KEY_SPAN).any():
+        raise ValueError(f"mig_gi_id and slot must lie in [-1, {_KEY_SPAN - 1})")
+    keys: NDArray[np.int64] = (key * _KEY_SPAN + gi) * _KEY_SPAN + slot
+    return keys
+
+
+def _insert_clusters(conn: Connection, data: SimulatedData) -> dict[str, int]:
+    conn.execute(insert(_table(Cluster)), [{"name": str(c)} for c in data.clusters["cluster"]])
+    return {str(name): i for (name,), i in _ids(conn, Cluster, "name").items()}
+
+
+def _insert_nodes(
+    conn: Connection, data: SimulatedData, clusters: dict[str, int], seen: pd.DataFrame
+) -> dict[tuple[str, str], int]:
+    """Insert the nodes (seen over their units' samples); their ids by (cluster, node)."""
+    where = pd.MultiIndex.from_frame(data.gpus[["cluster", "node"]].astype(object))
+    spans = (
+        seen.set_axis(where)
+        .groupby(level=[0, 1])
+        .agg({"first_seen_ts": "min", "last_seen_ts": "max"})
+    )
+    first = dict(zip(spans.index, spans["first_seen_ts"].tolist(), strict=True))
+    last = dict(zip(spans.index, spans["last_seen_ts"].tolist(), strict=True))
+    rows = []
+    for node in _records(data.nodes):
+        key = (node["cluster"], node["node"])
+        row = {c: node[c] for c in _NODE_COLUMNS}
+        row.update(cluster_id=clusters[node["cluster"]], name=node["node"])
+        row.update(
+            first_seen_ts=first.get(key, data.start_ts), last_seen_ts=last.get(key, data.end_ts)
+        )
+        rows.append(row)
+    conn.execute(insert(_table(Node)), rows)
+    names = {i: name for name, i in clusters.items()}
+    return {(names[c], n): i for (c, n), i in _ids(conn, Node, "cluster_id", "name").items()}
+
+
+def _insert_gpus(
+    conn: Connection,
+    data: SimulatedData,
+    clusters: dict[str, int],
+    nodes: dict[tuple[str, str], int],
+    seen: pd.DataFrame,
+) -> NDArray[np.int64]:
+    """Insert the units; their store ids in the order of ``data.gpus``."""
+    rows = []
+    for gpu, span in zip(_records(data.gpus), _records(seen), strict=True):
+        row = {c: gpu[c] for c in _GPU_COLUMNS}
+        row.update(span, cluster_id=clusters[gpu["cluster"]])
+        row["node_id"] = nodes.get((gpu["cluster"], gpu["node"]))
+        rows.append(row)
+    conn.execute(insert(_table(GpuRow)), rows)
+    ids = _ids(conn, GpuRow, "cluster_id", "uuid", "mig_gi_id", "slot")
+    keys = [(r["cluster_id"], r["uuid"], r["mig_gi_id"], r["slot"]) for r in rows]
+    return np.array([ids[k] for k in keys], dtype=np.int64)
+
+
+def _insert_namespaces(conn: Connection, data: SimulatedData, clusters: dict[str, int]) -> None:
+    rows = [
+        {
+            "cluster_id": clusters[ns["cluster"]],
+            "name": ns["namespace"],
+            "team": ns["team"],
+            "labels": ns["labels"],
+            "last_seen_ts": data.end_ts,
+        }
+        for ns in _records(data.namespaces)
+    ]
+    if rows:
+        conn.execute(insert(_table(Namespace)), rows)
+
+
+def _insert_pods(
+    conn: Connection,
+    data: SimulatedData,
+    clusters: dict[str, int],
+    nodes: dict[tuple[str, str], int],
+) -> dict[str, int]:
+    """Insert the pods (last seen when they finished, else at the window's end); ids by uid."""
+    rows = []
+    for pod in _records(data.pods):
+        row = {c: pod[c] for c in _POD_COLUMNS}
+        row.update(cluster_id=clusters[pod["cluster"]], name=pod["pod"])
+        row["node_id"] = None if pod["node"] is None else nodes[pod["cluster"], pod["node"]]
+        row["last_seen_ts"] = pod["finished_ts"] or data.end_ts
+        rows.append(row)
+    if rows:
+        conn.execute(insert(_table(Pod)), rows)
+    return {str(uid): i for (uid,), i in _ids(conn, Pod, "uid").items()}
+
+
+def _insert_samples(
+    conn: Connection, data: SimulatedData, gpu_ids: NDArray[np.int64], pods: dict[str, int]
+) -> int:
+    table = _table(GpuSample)
+    matrix = _sample_matrix(data.samples, gpu_ids, pods)
+    deferred = [ix for ix in table.indexes if ix.name in _existing_indexes(conn, table)]
+    for index in deferred:
+        index.drop(conn)
+    _write_rows(conn, table, matrix)
+    for index in deferred:
+        index.create(conn)
+    return len(matrix)
+
+
+def _sample_matrix(
+    samples: pd.DataFrame, gpu_ids: NDArray[np.int64], pods: dict[str, int]
+) -> NDArray[np.object_]:
+    """The ``gpu_samples`` rows as Python values (None for NULL), in primary-key order."""
+    uid = samples["pod_uid"].astype("category")
+    known = [pods.get(str(u)) for u in uid.cat.categories]
+    if any(k is None for k in known):
+        raise ValueError("samples name a pod that is not in the pods frame")
+    codes = {name: i for i, name in UTIL_SIGNALS.items()}
+    signal = samples["util_signal"].astype(pd.CategoricalDtype(list(UTIL_SIGNAL_NAMES)))
+    signal_codes = np.array([codes[n] for n in UTIL_SIGNAL_NAMES], dtype=np.int64)
+    columns: dict[str, NDArray[Any]] = {
+        "gpu_id": gpu_ids,
+        "ts": samples["ts"].to_numpy(np.int64),
+        "step_s": samples["step_s"].to_numpy(np.int64),
+        "util_signal": signal_codes[signal.cat.codes.to_numpy()],
+        "xid": samples["xid"].to_numpy(np.int64),
+    }
+    for name in ("util_ratio", "fb_used_mib", "fb_total_mib", "power_w", "temp_c"):
+        columns[name] = samples[name].to_numpy(np.float64)
+    order = _key_order(_table(GpuSample), columns)
+    matrix = np.empty((len(samples), len(SAMPLE_COLUMNS)), dtype=object)
+    for name, values in columns.items():
+        few = name not in ("util_ratio", "fb_used_mib", "power_w")
+        matrix[:, SAMPLE_COLUMNS.index(name)] = _boxed(values[order], few)
+    pod_ids = np.array([*known, None], dtype=object)
+    matrix[:, SAMPLE_COLUMNS.index("pod_id")] = pod_ids[uid.cat.codes.to_numpy()[order]]
+    return matrix
+
+
+def _boxed(values: NDArray[Any], few_distinct: bool) -> NDArray[np.object_]:
+    """Values as Python objects, NaN as None (PostgreSQL keeps NaN as a value, not NULL).
+
+    A column of ``few_distinct`` values (ids, instants, codes) boxes each distinct value once.
+    """
+    if few_distinct:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return np.array([*uniques.tolist(), None], dtype=object)[codes]
+    boxed = values.astype(object)
+    if values.dtype.kind == "f":
+        boxed[np.isnan(values)] = None
+    return boxed
+
+
+def _key_order(table: Table, columns: dict[str, NDArray[Any]]) -> NDArray[np.intp]:
+    """Row order by the table's primary key: appending in key order keeps B-tree writes
+    sequential (the other indexes are rebuilt afterwards)."""
+    keys = [columns[column.name] for column in table.primary_key.columns]
+    order: NDArray[np.intp] = np.lexsort(keys[::-1])
+    return order
+
+
+def _existing_indexes(conn: Connection, table: Table) -> set[str]:
+    """Secondary indexes the store has on ``table`` (rebuilt after a bulk write: faster)."""
+    return {str(ix["name"]) for ix in inspect(conn).get_indexes(table.name)}
+
+
+def _write_rows(conn: Connection, table: Table, matrix: NDArray[np.object_]) -> None:
+    """Bulk-write rows through the driver: COPY on psycopg, else multi-row INSERTs."""
+    names = ", ".join(SAMPLE_COLUMNS)
+    dbapi: Any = conn.connection.dbapi_connection
+    if conn.dialect.driver == "psycopg":
+        copy_sql = f"COPY {table.name} ({names}) FROM STDIN"
+        with dbapi.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in matrix.tolist():
+                copy.write_row(row)
+        return
+    marker = _PLACEHOLDERS.get(conn.dialect.paramstyle)
+    if marker is None:
+        rows = [dict(zip(SAMPLE_COLUMNS, r, strict=True)) for r in matrix.tolist()]
+        conn.execute(insert(table), rows)
+        return
+    one = "(" + ", ".join([marker] * len(SAMPLE_COLUMNS)) + ")"
+    full = len(matrix) // ROWS_PER_STATEMENT * ROWS_PER_STATEMENT
+    grouped = matrix[:full].reshape(-1, ROWS_PER_STATEMENT * len(SAMPLE_COLUMNS))
+    cursor = dbapi.cursor()
+    try:
+        # Names come from the schema; every value is a bound parameter.
+        sql = f"INSERT INTO {table.name} ({names}) VALUES "  # noqa: S608
+        for chunk in _chunks(grouped.tolist(), CHUNK_ROWS // ROWS_PER_STATEMENT):
+            cursor.executemany(sql + ", ".join([one] * ROWS_PER_STATEMENT), chunk)
+        if full < len(matrix):
+            cursor.executemany(sql + one, matrix[full:].tolist())
+    finally:
+        cursor.close()
+
+
+def _chunks(rows: list[Any], size: int) -> Iterable[list[Any]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]

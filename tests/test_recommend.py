@@ -1,0 +1,348 @@
+"""Recommendations (contract section 5): every kind triggers, stops just past its threshold,
+and saves what a hand calculation says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gpuwatch.analytics.build import nodes_frame, pods_frame, samples_frame
+from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.analytics.recommend import recommend
+from gpuwatch.domain.pricing import build_price_book
+
+T0 = 1_794_182_400  # Monday 2026-11-09 00:00 UTC
+HOUR = 3600
+A100 = "NVIDIA A100-SXM4-80GB"
+T4 = "Tesla T4"
+BOOK = build_price_book(2.0, 0.6, {A100: (7.0, 3.0), T4: (2.0, None)}, {})
+POLICY = AnalyticsPolicy()
+
+
+def workload(
+    utils: list[list[float]],
+    *,
+    model: str = A100,
+    kind: str = "Deployment",
+    fb_used_mib: float | None = None,
+    fb_total_mib: float | None = None,
+    capacity_type: str = "on_demand",
+    pod_gpu_count: int | None = None,
+    node: str = "n1",
+    attribution: str = "pod",
+) -> pd.DataFrame:
+    """One pod holding ``len(utils[0])`` GPUs, one sample per hour per GPU."""
+    pod = {
+        "pod_id": 1,
+        "pod": "w-0",
+        "namespace": "ns",
+        "workload_kind": kind,
+        "workload": "w",
+        "team": "t",
+        "attribution": attribution,
+        "pod_gpu_count": pod_gpu_count if pod_gpu_count is not None else len(utils[0]),
+    }
+    rows: list[dict[str, Any]] = []
+    for hour, per_gpu in enumerate(utils):
+        for gpu, util in enumerate(per_gpu):
+            rows.append(
+                {
+                    "gpu_id": gpu + 1,
+                    "node": node,
+                    "gpu_model": model,
+                    "ts": T0 + hour * HOUR,
+                    "step_s": HOUR,
+                    "util_ratio": util,
+                    "capacity_type": capacity_type,
+                    "fb_used_mib": fb_used_mib,
+                    "fb_total_mib": fb_total_mib,
+                    **pod,
+                }
+            )
+    return samples_frame(rows)  # fmt: skip
+
+
+def run(samples: pd.DataFrame, hours: int, **kwargs: Any) -> pd.DataFrame:
+    policy = kwargs.pop("policy", POLICY)
+    return recommend(samples, None, BOOK, policy, T0, T0 + hours * HOUR, **kwargs)
+
+
+def only(recs: pd.DataFrame, kind: str) -> pd.DataFrame:
+    return recs[recs["kind"] == kind]
+
+
+def constant(hours: int, util: float, gpus: int = 1) -> list[list[float]]:
+    return [[util] * gpus for _ in range(hours)]
+
+
+# reclaim_idle ------------------------------------------------------------------------------
+
+
+def test_reclaim_idle_triggers_and_saves_all_of_the_cost() -> None:
+    recs = only(run(workload(constant(24, 0.0)), 24), "reclaim_idle")
+    assert len(recs) == 1
+    rec = recs.iloc[0]
+    assert rec["current"] == "1 × nvidia.com/gpu"
+    assert rec["suggested"] == "0 × nvidia.com/gpu"
+    # $7/h × 24 h over a 24 h window = $7 per window hour; × 730 h × 100 %.
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730)
+
+
+def test_reclaim_idle_needs_24_gpu_hours() -> None:
+    assert only(run(workload(constant(23, 0.0)), 23), "reclaim_idle").empty
+
+
+def test_reclaim_idle_at_exactly_95_percent_idle() -> None:
+    utils = constant(38, 0.0) + constant(2, 0.5)  # 38/40 = 95 % idle
+    assert len(only(run(workload(utils), 40), "reclaim_idle")) == 1
+
+
+def test_reclaim_idle_not_at_92_5_percent_idle() -> None:
+    utils = constant(37, 0.0) + constant(3, 0.5)  # 37/40 = 92.5 % idle
+    assert only(run(workload(utils), 40), "reclaim_idle").empty
+
+
+def test_reclaim_idle_savings_use_the_window_not_the_hours_observed() -> None:
+    # 24 idle hours in a 48 h window: $168 over 48 h = $3.50 per hour.
+    recs = only(run(workload(constant(24, 0.0)), 48), "reclaim_idle")
+    assert recs.iloc[0]["est_monthly_savings_usd"] == pytest.approx(3.5 * 730)
+
+
+# reduce_gpu_count --------------------------------------------------------------------------
+
+
+def test_reduce_gpu_count_from_busy_gpu_p95() -> None:
+    utils = [[0.9, 0.0, 0.0, 0.0]] * 19 + [[0.9, 0.9, 0.9, 0.9]]  # 4 busy at 1 of 20 times
+    recs = only(run(workload(utils), 20), "reduce_gpu_count")
+    assert len(recs) == 1
+    rec = recs.iloc[0]
+    assert (rec["current"], rec["suggested"]) == ("4 × nvidia.com/gpu", "1 × nvidia.com/gpu")
+    # 4 GPUs × $7 = $28 per window hour; saves (4 − 1)/4.
+    assert rec["est_monthly_savings_usd"] == pytest.approx(28 * 730 * 0.75)
+    assert rec["evidence"]["busy_gpus_p95"] == 1
+
+
+def test_reduce_gpu_count_not_when_p95_needs_all_gpus() -> None:
+    utils = [[0.9, 0.0, 0.0, 0.0]] * 18 + [[0.9, 0.9, 0.9, 0.9]] * 2  # 4 busy at 2 of 20
+    assert only(run(workload(utils), 20), "reduce_gpu_count").empty
+
+
+def test_reduce_gpu_count_never_for_one_gpu_pods() -> None:
+    assert only(run(workload(constant(30, 0.01)), 30), "reduce_gpu_count").empty
+
+
+# use_mig ------------------------------------------------------------------------------------
+
+
+def test_use_mig_picks_the_smallest_fitting_profile() -> None:
+    samples = workload(constant(24, 0.2), fb_used_mib=15000, fb_total_mib=81920)
+    recs = only(run(samples, 24), "use_mig")
+    assert len(recs) == 1
+    rec = recs.iloc[0]
+    # 15000 × 1.15 = 17250 MiB: 1g.20gb fits the memory but 1/7 < 0.2 util; 2g.20gb fits both.
+    assert rec["suggested"] == "nvidia.com/mig-2g.20gb"
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730 * 5 / 7)
+
+
+def test_use_mig_at_util_exactly_four_sevenths() -> None:
+    samples = workload(constant(24, 4 / 7), fb_used_mib=1000, fb_total_mib=81920)
+    assert only(run(samples, 24), "use_mig").iloc[0]["suggested"] == "nvidia.com/mig-4g.40gb"
+
+
+def test_use_mig_not_when_only_the_whole_gpu_fits() -> None:
+    samples = workload(constant(24, 0.58), fb_used_mib=1000, fb_total_mib=81920)
+    assert only(run(samples, 24), "use_mig").empty
+
+
+def test_use_mig_not_when_memory_needs_the_whole_gpu() -> None:
+    samples = workload(constant(24, 0.1), fb_used_mib=70000, fb_total_mib=81920)
+    assert only(run(samples, 24), "use_mig").empty
+
+
+def test_use_mig_on_a_node_that_says_mig_capable() -> None:
+    samples = workload(constant(24, 0.1), model="NVIDIA Future GPU", fb_used_mib=5000,
+                       fb_total_mib=65536, node="m1")  # fmt: skip
+    nodes = nodes_frame([{"node": "m1", "gpu_model": "NVIDIA Future GPU", "mig_capable": True}])
+    recs = only(run(samples, 24, nodes=nodes), "use_mig")
+    # 65536 MiB in eighths: 1g gets 8192 MiB ≥ 5750 needed, and 1/7 ≥ 0.1 util.
+    assert recs.iloc[0]["suggested"] == "nvidia.com/mig-1g.8gb"
+    assert only(run(samples, 24), "use_mig").empty
+
+
+# share_gpu ----------------------------------------------------------------------------------
+
+
+def test_share_gpu_on_a_model_without_mig() -> None:
+    samples = workload(constant(24, 0.25), model=T4, fb_used_mib=5000, fb_total_mib=15360)
+    recs = only(run(samples, 24), "share_gpu")
+    assert len(recs) == 1
+    rec = recs.iloc[0]
+    # 5750 MiB needed: 2 fit in 15360 MiB; util allows 4: R = 2, saves 1 − 1/2 of $2/h.
+    assert rec["suggested"] == "nvidia.com/gpu.shared (time-sliced, 2 replicas)"
+    assert rec["est_monthly_savings_usd"] == pytest.approx(2 * 730 * 0.5)
+
+
+def test_share_gpu_not_above_30_percent_util() -> None:
+    samples = workload(constant(24, 0.31), model=T4, fb_used_mib=5000, fb_total_mib=15360)
+    assert only(run(samples, 24), "share_gpu").empty
+
+
+def test_share_gpu_not_when_memory_exceeds_half_the_gpu() -> None:
+    samples = workload(constant(24, 0.25), model=T4, fb_used_mib=6700, fb_total_mib=15360)
+    assert only(run(samples, 24), "share_gpu").empty
+
+
+def test_share_gpu_never_on_a_mig_capable_model() -> None:
+    samples = workload(constant(24, 0.25), fb_used_mib=5000, fb_total_mib=81920)
+    assert only(run(samples, 24), "share_gpu").empty
+
+
+# cheaper_model ------------------------------------------------------------------------------
+
+
+def test_cheaper_model_on_demand() -> None:
+    samples = workload(constant(24, 0.1), fb_used_mib=10000, fb_total_mib=81920)
+    rec = only(run(samples, 24), "cheaper_model").iloc[0]
+    # 11500 MiB needed; the cheapest on-demand model with that much memory is the RTX A6000
+    # at $0.80/h (T4 $0.978, L4 $0.8048): saves 1 − 0.80/7.
+    assert (rec["current"], rec["suggested"]) == (A100, "NVIDIA RTX A6000")
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730 * (1 - 0.8 / 7))
+
+
+def test_cheaper_model_compares_spot_with_spot() -> None:
+    samples = workload(
+        constant(24, 0.1), fb_used_mib=10000, fb_total_mib=81920, capacity_type="spot"
+    )
+    rec = only(run(samples, 24), "cheaper_model").iloc[0]
+    # Current spot price $3 (configured). RTX A6000 spot = 0.80 × (1 − 0.6) = $0.32,
+    # below the T4's $0.36235 and the L4's $0.4155.
+    assert rec["suggested"] == "NVIDIA RTX A6000"
+    assert rec["evidence"]["current_usd_per_gpu_hour"] == pytest.approx(3.0)
+    assert rec["est_monthly_savings_usd"] == pytest.approx(3 * 730 * (1 - 0.32 / 3))
+
+
+def test_cheaper_model_not_above_20_percent_util() -> None:
+    samples = workload(constant(24, 0.21), fb_used_mib=10000, fb_total_mib=81920)
+    assert only(run(samples, 24), "cheaper_model").empty
+
+
+def test_cheaper_model_needs_a_model_with_enough_memory() -> None:
+    # 76000 × 1.15 = 87400 MiB: only models above 80 GiB fit, and none is cheaper than $7.
+    samples = workload(constant(24, 0.1), fb_used_mib=76000, fb_total_mib=81920)
+    assert only(run(samples, 24), "cheaper_model").empty
+
+
+# use_spot -----------------------------------------------------------------------------------
+
+
+def test_use_spot_for_a_job_on_demand() -> None:
+    rec = only(run(workload(constant(24, 0.9), kind="Job"), 24), "use_spot").iloc[0]
+    assert (rec["current"], rec["suggested"]) == ("on-demand capacity", "spot capacity")
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730 * (1 - 3 / 7))
+
+
+def test_use_spot_for_a_cronjob() -> None:
+    assert len(only(run(workload(constant(24, 0.9), kind="CronJob"), 24), "use_spot")) == 1
+
+
+def test_use_spot_not_for_a_deployment_or_a_job_already_on_spot() -> None:
+    assert only(run(workload(constant(24, 0.9)), 24), "use_spot").empty
+    on_spot = workload(constant(24, 0.9), kind="Job", capacity_type="spot")
+    assert only(run(on_spot, 24), "use_spot").empty
+
+
+# memory_risk --------------------------------------------------------------------------------
+
+
+def test_memory_risk_at_95_percent_of_memory() -> None:
+    samples = workload(constant(24, 0.9), fb_used_mib=78000, fb_total_mib=81920)  # 95.2 %
+    rec = only(run(samples, 24), "memory_risk").iloc[0]
+    assert rec["est_monthly_savings_usd"] == 0
+    assert rec["current"] == "78000 MiB used of 81920 MiB"
+
+
+def test_memory_risk_not_at_94_percent() -> None:
+    samples = workload(constant(24, 0.9), fb_used_mib=77000, fb_total_mib=81920)  # 94.0 %
+    assert only(run(samples, 24), "memory_risk").empty
+
+
+def test_memory_total_falls_back_to_the_model_size() -> None:
+    samples = workload(constant(24, 0.9), model=T4, fb_used_mib=15000)  # T4: 15360 MiB
+    assert len(only(run(samples, 24), "memory_risk")) == 1
+
+
+# confidence, evidence, order, configuration -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hours", "attribution", "expected"),
+    [(168, "pod", "high"), (167, "pod", "medium"), (24, "pod", "medium"), (23, "pod", "low"),
+     (168, "node", "low")],
+)  # fmt: skip
+def test_confidence(hours: int, attribution: str, expected: str) -> None:
+    samples = workload(constant(hours, 0.9), kind="Job", attribution=attribution)
+    assert only(run(samples, hours), "use_spot").iloc[0]["confidence"] == expected
+
+
+def test_evidence_carries_the_numbers() -> None:
+    samples = workload(constant(24, 0.2), fb_used_mib=15000, fb_total_mib=81920)
+    evidence = only(run(samples, 24), "use_mig").iloc[0]["evidence"]
+    assert evidence["hours_observed"] == 24
+    assert evidence["p95_util_pct"] == pytest.approx(20)
+    assert evidence["p99_memory_mib"] == 15000
+    assert evidence["gpu_memory_mib"] == 81920
+    assert evidence["attribution"] == "pod"
+
+
+def test_sorted_by_savings_descending() -> None:
+    samples = workload(constant(24, 0.0), kind="Job", fb_used_mib=1000, fb_total_mib=81920)
+    recs = run(samples, 24)
+    savings = recs["est_monthly_savings_usd"].tolist()
+    assert savings == sorted(savings, reverse=True)
+    assert recs.iloc[0]["kind"] == "reclaim_idle"
+    assert {"use_mig", "cheaper_model", "use_spot"} <= set(recs["kind"])
+
+
+def test_triggers_are_configurable() -> None:
+    strict = AnalyticsPolicy(share_max_util_pct=20)
+    samples = workload(constant(24, 0.25), model=T4, fb_used_mib=5000, fb_total_mib=15360)
+    assert only(run(samples, 24, policy=strict), "share_gpu").empty
+
+
+def test_resource_name_comes_from_the_pods_frame() -> None:
+    pods = pods_frame([{"pod_id": 1, "pod": "w-0", "namespace": "ns", "workload_kind": "Deployment",
+                        "workload": "w", "gpu_resource": "nvidia.com/gpu.shared"}])  # fmt: skip
+    recs = recommend(workload(constant(24, 0.0)), pods, BOOK, POLICY, T0, T0 + 24 * HOUR)
+    assert only(recs, "reclaim_idle").iloc[0]["current"] == "1 × nvidia.com/gpu.shared"
+
+
+def test_no_samples_no_recommendations() -> None:
+    recs = run(workload(constant(24, 0.0)).iloc[:0], 24)
+    assert recs.empty
+    assert "est_monthly_savings_usd" in recs.columns
+
+
+def test_the_worked_example_of_the_docs() -> None:
+    samples = workload(constant(24, 0.2), kind="Job", fb_used_mib=15000, fb_total_mib=81920)
+    recs = run(samples, 24)
+    got = [(r.kind, round(r.est_monthly_savings_usd, 2), r.confidence) for r in recs.itertuples()]
+    assert got == [
+        ("cheaper_model", 4526.0, "medium"),
+        ("use_mig", 3650.0, "medium"),
+        ("use_spot", 2920.0, "medium"),
+    ]
+
+
+def test_policy_mirrors_the_configuration_defaults() -> None:
+    from dataclasses import fields
+
+    from gpuwatch.config import RecommendationPolicy, Thresholds
+
+    recommendations = RecommendationPolicy().model_dump()
+    thresholds = Thresholds().model_dump()
+    assert set(recommendations) <= {f.name for f in fields(AnalyticsPolicy)}
+    assert AnalyticsPolicy.from_mappings(thresholds, recommendations) == AnalyticsPolicy()
+    custom = AnalyticsPolicy.from_mappings({"idle_util_pct": 10, "temperature_c": 80}, {})
+    assert custom.idle_threshold_ratio == pytest.approx(0.1)

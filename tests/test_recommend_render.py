@@ -1,0 +1,64 @@
+"""Recommendations rendered as JSON, a table and CSV (``gpuwatch recommend --format``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pandas as pd
+
+from gpuwatch.analytics.columns import RECOMMENDATION_COLUMNS
+from gpuwatch.analytics.recommend import empty_recommendations
+from gpuwatch.analytics.render import render_csv, render_json, render_table, to_json_records
+
+
+def _recs() -> pd.DataFrame:
+    rows = [
+        {"cluster": "c1", "namespace": "ml", "team": "research", "workload_kind": "Job",
+         "workload": "train", "gpu_model": "Tesla T4", "kind": "reclaim_idle",
+         "current": "1 × nvidia.com/gpu", "suggested": "0 × nvidia.com/gpu", "confidence": "medium",
+         "evidence": {"hours_observed": 24.0, "p99_memory_mib": float("nan")},
+         "est_monthly_savings_usd": 1234.5678},
+        {"cluster": "c1", "namespace": "ml", "team": pd.NA, "workload_kind": "Pod",
+         "workload": "=cmd", "gpu_model": "Tesla T4", "kind": "memory_risk",
+         "current": "15000 MiB used of 15360 MiB",
+         "suggested": "a GPU or MIG profile with more memory",
+         "confidence": "low", "evidence": {}, "est_monthly_savings_usd": 0.0},
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=list(RECOMMENDATION_COLUMNS))
+
+
+def test_json_records_have_the_contract_keys_in_order() -> None:
+    records = json.loads(render_json(_recs()))
+    assert [list(r) for r in records] == [list(RECOMMENDATION_COLUMNS)] * 2
+    assert records[0]["est_monthly_savings_usd"] == 1234.57
+    assert records[0]["evidence"] == {"hours_observed": 24.0, "p99_memory_mib": None}
+    assert records[1]["team"] is None
+
+
+def test_json_of_nothing_is_an_empty_array() -> None:
+    assert json.loads(render_json(empty_recommendations())) == []
+    assert to_json_records(empty_recommendations()) == []
+
+
+def test_csv_has_evidence_as_json_and_neutralised_text() -> None:
+    rows = list(csv.reader(io.StringIO(render_csv(_recs()))))
+    assert rows[0] == list(RECOMMENDATION_COLUMNS)
+    assert rows[1][-1] == "1234.57"
+    assert json.loads(rows[1][10]) == {"hours_observed": 24.0, "p99_memory_mib": None}
+    assert rows[2][4] == "'=cmd"
+    assert "\r" not in render_csv(_recs())
+
+
+def test_table_lists_every_recommendation_and_the_total() -> None:
+    text = render_table(_recs())
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "GPU"]
+    assert "reclaim_idle" in lines[1]
+    assert "1,234.57" in lines[1]
+    assert lines[-1] == "2 recommendations, est. savings $1,234.57 per month"
+
+
+def test_table_of_nothing_says_so() -> None:
+    assert render_table(empty_recommendations()) == "No recommendations for this window.\n"
