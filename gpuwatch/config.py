@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gpuwatch.domain.durations import format_duration, parse_duration
+from gpuwatch.domain.labels import LabelVariants
 
 CONFIG_ENV = "GPUWATCH_CONFIG"
 DEFAULT_CONFIG_FILE = "gpuwatch.yaml"
@@ -93,6 +94,16 @@ class LabelSchema(_Section):
     hostname: list[LabelName] = Field(
         default_factory=lambda: ["Hostname", "hostname"], min_length=1
     )
+
+    def variants(self) -> LabelVariants:
+        """The schema as the plain value the collector and the rule renderer take."""
+        return LabelVariants(
+            pod=tuple(self.pod),
+            namespace=tuple(self.namespace),
+            container=tuple(self.container),
+            uuid=tuple(self.uuid),
+            hostname=tuple(self.hostname),
+        )
 
 
 class PrometheusSettings(_Section):

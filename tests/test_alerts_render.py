@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpuwatch.alerts import promql
-from gpuwatch.alerts.params import LabelVariants, PriceEntry, RuleParams
+from gpuwatch.alerts.params import PriceEntry, RuleParams
 from gpuwatch.alerts.render import (
     OPERATOR_FILE,
     PLAIN_FILE,
@@ -19,6 +19,7 @@ from gpuwatch.alerts.render import (
     write_rules,
 )
 from gpuwatch.config import ConfigError, Settings, load_settings
+from gpuwatch.domain.labels import LabelVariants
 
 ROOT = Path(__file__).resolve().parents[1]
 ALERTS_DIR = ROOT / "alerts"

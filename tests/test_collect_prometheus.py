@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gpuwatch.collectors.collect import Window, collect
-from gpuwatch.collectors.dcgm import LabelVariants
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store import writer
 from tests.support import dcgm_fixture as fx

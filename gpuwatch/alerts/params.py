@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.mig import compute_slices
 from gpuwatch.domain.pricing import build_price_book
 
@@ -12,17 +13,6 @@ if TYPE_CHECKING:
     from gpuwatch.config import Settings
 
 DEFAULT_RUNBOOK_BASE_URL = "https://github.com/gpuwatch/gpuwatch/blob/main/docs/runbook.md"
-
-
-@dataclass(frozen=True)
-class LabelVariants:
-    """Series labels that may carry each fact, in order of preference (first present wins)."""
-
-    pod: tuple[str, ...] = ("exported_pod", "pod")
-    namespace: tuple[str, ...] = ("exported_namespace", "namespace")
-    container: tuple[str, ...] = ("exported_container", "container")
-    uuid: tuple[str, ...] = ("UUID", "uuid")
-    hostname: tuple[str, ...] = ("Hostname", "hostname")
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,6 @@ def _price_entries(settings: Settings) -> tuple[PriceEntry, ...]:
 
 def rule_params_from_settings(settings: Settings) -> RuleParams:
     """The renderer's inputs from the configuration (thresholds, labels, alerts, pricing)."""
-    schema = settings.prometheus.labels
     thresholds = settings.thresholds
     alerts = settings.alerts
     return RuleParams(
@@ -101,13 +90,7 @@ def rule_params_from_settings(settings: Settings) -> RuleParams:
         low_efficiency_pct=thresholds.low_efficiency_pct,
         memory_full_pct=thresholds.memory_full_pct,
         temperature_c=thresholds.temperature_c,
-        labels=LabelVariants(
-            pod=tuple(schema.pod),
-            namespace=tuple(schema.namespace),
-            container=tuple(schema.container),
-            uuid=tuple(schema.uuid),
-            hostname=tuple(schema.hostname),
-        ),
+        labels=settings.prometheus.labels.variants(),
         matchers=tuple(settings.prometheus.matchers),
         cluster_label=settings.prometheus.cluster_label,
         rule_name=alerts.name,

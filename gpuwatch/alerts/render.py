@@ -12,13 +12,13 @@ import yaml
 
 from gpuwatch.alerts.extras import extra_alerts
 from gpuwatch.alerts.params import (
-    LabelVariants,
     PriceEntry,
     RuleParams,
     rule_params_from_settings,
 )
 from gpuwatch.alerts.recording import recording_rules
 from gpuwatch.alerts.rules import Alert, core_alerts
+from gpuwatch.domain.labels import LabelVariants
 
 __all__ = [
     "OPERATOR_FILE",

@@ -18,7 +18,6 @@ from gpuwatch.collectors.collect import (
     collect,
     plan_window,
 )
-from gpuwatch.collectors.dcgm import LabelVariants
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
@@ -40,35 +39,12 @@ def _instant(value: str | None, flag: str, now: datetime) -> int | None:
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
-def variants_from(settings: Settings) -> LabelVariants:
-    schema = settings.prometheus.labels
-    return LabelVariants(
-        pod=tuple(schema.pod),
-        namespace=tuple(schema.namespace),
-        container=tuple(schema.container),
-        uuid=tuple(schema.uuid),
-        hostname=tuple(schema.hostname),
-    )
-
-
 def prometheus_source(settings: Settings) -> PrometheusSource:
     prom = settings.prometheus
     catalogue = Catalogue(tuple(prom.matchers), prom.cluster_label, settings.cluster)
     headers = {k: v.get_secret_value() for k, v in prom.headers.items()}
     return PrometheusSource(
         prom.url, catalogue, headers, prom.timeout.total_seconds(), prom.retries
-    )
-
-
-def kube_source(settings: Settings) -> KubeSource:
-    kube = settings.kubernetes
-    return KubeSource(
-        kubeconfig=kube.kubeconfig,
-        context=kube.context,
-        timeout_s=kube.timeout.total_seconds(),
-        retries=kube.retries,
-        page_size=kube.page_size,
-        team_label=settings.labels.team,
     )
 
 
@@ -116,8 +92,8 @@ def run_once(
             settings.cluster,
             window,
             prometheus_source(settings),
-            kube_source(settings) if with_kube else None,
-            variants_from(settings),
+            KubeSource.from_settings(settings) if with_kube else None,
+            settings.prometheus.labels.variants(),
             now_ts,
             progress=_progress_printer(window),  # type: ignore[arg-type]
             should_stop=stop.is_set,

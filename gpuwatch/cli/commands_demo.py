@@ -66,11 +66,16 @@ def build_demo_database(path: Path, *, days: int, step_s: int, seed: int, now_ts
 
 
 def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int) -> None:
+    from waitress import serve as wsgi_serve
+
     from gpuwatch.app.server import create_app
 
     dash_app = create_app(engine, app_ctx.settings)
     click.echo(f"gpuwatch: dashboard on http://{host}:{port}/ (Ctrl+C to stop)", err=True)
-    dash_app.run(host=host, port=port, debug=False)
+    try:
+        wsgi_serve(dash_app.server, host=host, port=port, threads=8, ident="gpuwatch")
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @click.command()
@@ -137,7 +142,4 @@ def serve(app: AppContext, host: str, port: int) -> None:
     engine = app.engine()
     if repository.summary(engine).samples == 0:
         click.echo("gpuwatch: the database holds no samples yet: run `gpuwatch collect`", err=True)
-    try:
-        _serve(engine, app, host, port)
-    except OSError as exc:
-        raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    _serve(engine, app, host, port)

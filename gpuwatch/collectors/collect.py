@@ -15,8 +15,9 @@ import pandas as pd
 from sqlalchemy import Connection, Engine
 
 from gpuwatch.collectors import rows
-from gpuwatch.collectors.dcgm import LabelVariants, samples_from_results
+from gpuwatch.collectors.dcgm import samples_from_results
 from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import writer
 
 SOURCE_PROMETHEUS = "prometheus"

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gpuwatch.collectors.promql import FIELDS
+from gpuwatch.domain.labels import LabelVariants
 
 #: Plausible range of each field; readings outside (blank sentinels ~9.2e18, negatives, NaN,
 #: infinities, averages that include a sentinel) become missing, never data.
@@ -65,17 +65,6 @@ OUTPUT_COLUMNS = [
     "temp_c",
     "xid",
 ]
-
-
-@dataclass(frozen=True)
-class LabelVariants:
-    """Label names to try for each fact, first present wins (from the config's label schema)."""
-
-    pod: tuple[str, ...] = ("exported_pod", "pod")
-    namespace: tuple[str, ...] = ("exported_namespace", "namespace")
-    container: tuple[str, ...] = ("exported_container", "container")
-    uuid: tuple[str, ...] = ("UUID", "uuid")
-    hostname: tuple[str, ...] = ("Hostname", "hostname")
 
 
 def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES, SimulatedData
 from gpuwatch.store.models import (
+    SAMPLE_FIELDS,
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
@@ -34,19 +35,7 @@ SOURCE = "simulated"
 CHUNK_ROWS = 50_000
 #: Rows per INSERT statement (2,816 parameters: within SQLite's and PostgreSQL's limits).
 ROWS_PER_STATEMENT = 256
-SAMPLE_COLUMNS = (
-    "gpu_id",
-    "ts",
-    "step_s",
-    "pod_id",
-    "util_ratio",
-    "util_signal",
-    "fb_used_mib",
-    "fb_total_mib",
-    "power_w",
-    "temp_c",
-    "xid",
-)
+SAMPLE_COLUMNS = SAMPLE_FIELDS
 _KEY_SPAN = 1 << 12
 _PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 _NODE_COLUMNS = (

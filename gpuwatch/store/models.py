@@ -36,6 +36,20 @@ NAMING_CONVENTION = {
 UTIL_SIGNAL_PROF = 1  # DCGM_FI_PROF_GR_ENGINE_ACTIVE, ratio 0-1
 UTIL_SIGNAL_DEV = 2  # DCGM_FI_DEV_GPU_UTIL / 100
 UTIL_SIGNALS = {UTIL_SIGNAL_PROF: "prof_gr_engine_active", UTIL_SIGNAL_DEV: "dev_gpu_util"}
+#: ``gpu_samples`` columns in the order bulk readers and writers exchange rows.
+SAMPLE_FIELDS = (
+    "gpu_id",
+    "ts",
+    "step_s",
+    "pod_id",
+    "util_ratio",
+    "util_signal",
+    "fb_used_mib",
+    "fb_total_mib",
+    "power_w",
+    "temp_c",
+    "xid",
+)
 
 
 class Base(DeclarativeBase):

@@ -21,6 +21,7 @@ from gpuwatch.domain.frames import (
     conform,
 )
 from gpuwatch.store.models import (
+    SAMPLE_FIELDS,
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
@@ -138,26 +139,11 @@ def load_pods(engine: Engine) -> pd.DataFrame:
     return conform(_read(engine, stmt), POD_COLUMNS)
 
 
-_RAW_SAMPLE_COLUMNS = (
-    "gpu_id",
-    "ts",
-    "step_s",
-    "pod_id",
-    "util_ratio",
-    "util_signal",
-    "fb_used_mib",
-    "fb_total_mib",
-    "power_w",
-    "temp_c",
-    "xid",
-)
-
-
 def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The window's sample rows, read through the driver into one float matrix (fast path)."""
     mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
     sql = (
-        f"SELECT {', '.join(_RAW_SAMPLE_COLUMNS)} FROM {GpuSample.__tablename__} "  # noqa: S608
+        f"SELECT {', '.join(SAMPLE_FIELDS)} FROM {GpuSample.__tablename__} "  # noqa: S608
         f"WHERE ts >= {mark} AND ts < {mark}"
     )
     with engine.connect() as conn:
@@ -167,8 +153,8 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
             rows = cursor.fetchall()
         finally:
             cursor.close()
-    matrix = np.array(rows, dtype=float).reshape(-1, len(_RAW_SAMPLE_COLUMNS))
-    frame = pd.DataFrame(matrix, columns=list(_RAW_SAMPLE_COLUMNS))
+    matrix = np.array(rows, dtype=float).reshape(-1, len(SAMPLE_FIELDS))
+    frame = pd.DataFrame(matrix, columns=list(SAMPLE_FIELDS))
     for name in ("gpu_id", "ts", "step_s"):
         frame[name] = frame[name].astype(np.int64)
     for name in ("pod_id", "util_signal", "xid"):
@@ -214,7 +200,7 @@ def data_marker(engine: Engine) -> DataMarker:
 
 def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) -> pd.DataFrame:
     """One GPU unit's samples with ``start_ts <= ts < end_ts`` (the samples frame's columns)."""
-    stmt = select(*(getattr(GpuSample, name) for name in _RAW_SAMPLE_COLUMNS)).where(
+    stmt = select(*(getattr(GpuSample, name) for name in SAMPLE_FIELDS)).where(
         GpuSample.gpu_id == int(gpu_id), GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts)
     )
     samples = _read(engine, stmt).astype(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Table, case, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuwatch.store.models import (
+    SAMPLE_FIELDS,
     Cluster,
     CollectionState,
     Gpu,
@@ -23,19 +24,6 @@ from gpuwatch.store.models import (
     Pod,
 )
 
-SAMPLE_FIELDS = (
-    "gpu_id",
-    "ts",
-    "step_s",
-    "pod_id",
-    "util_ratio",
-    "util_signal",
-    "fb_used_mib",
-    "fb_total_mib",
-    "power_w",
-    "temp_c",
-    "xid",
-)
 _PLACEHOLDER = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 _CHUNK = 20_000
 
