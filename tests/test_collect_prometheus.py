@@ -243,3 +243,46 @@ def test_cli_unreachable_prometheus_is_one_line_exit_1(tmp_path: Path) -> None:
     assert lines[0].startswith("gpuwatch: Prometheus at http://127.0.0.1:")
     assert "connection refused" in lines[0]
     assert "nothing of the unfinished page was written" in lines[0]
+
+
+def test_follow_stops_cleanly_on_sigterm_after_the_current_page(
+    prometheus: PrometheusProcess, tmp_path: Path
+) -> None:
+    import signal
+
+    from gpuwatch.store.engine import make_engine
+    from tests.support.prometheus import wait_until
+
+    db = tmp_path / "follow.db"
+    env = {
+        "GPUWATCH_DATABASE_URL": f"sqlite:///{db}",
+        "GPUWATCH_PROMETHEUS_URL": prometheus.url,
+        "GPUWATCH_PROMETHEUS__PAGE": "1h",
+        "GPUWATCH_CLUSTER": "lab",
+    }
+    assert _cli("db", "upgrade", env=env).returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpuwatch", "collect", "--follow", "--interval", "1s",
+         "--no-kubernetes", "--start", "2026-11-09T00:00:00Z"],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    engine = make_engine(f"sqlite:///{db}")
+
+    def watermark() -> int | None:
+        with engine.connect() as conn:
+            return writer.read_watermark(conn, writer.ensure_cluster(conn, "lab"), "prometheus")
+
+    try:
+        wait_until(lambda: (watermark() or 0) >= START + 3600, "the first page", timeout_s=120)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert out.startswith("collected ")
+    mark = watermark()
+    assert mark is not None
+    assert (mark - START) % 3600 == 0, "the watermark stops on a page boundary"
+    with engine.connect() as conn:
+        latest = conn.execute(sa.text("SELECT max(ts) FROM gpu_samples")).scalar_one()
+    assert latest < mark, "nothing past the last complete page"
