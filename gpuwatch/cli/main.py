@@ -75,12 +75,14 @@ def _register() -> None:
         commands_db,
         commands_demo,
         commands_report,
+        commands_simulate,
     )
 
     cli.add_command(commands_alerts.alerts)
     cli.add_command(commands_collect.collect_command)
     cli.add_command(commands_report.report)
     cli.add_command(commands_report.recommend_command)
+    cli.add_command(commands_simulate.simulate)
     cli.add_command(commands_db.db)
     cli.add_command(commands_config.config)
     cli.add_command(commands_demo.demo)

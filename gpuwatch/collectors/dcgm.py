@@ -12,8 +12,9 @@ per field::
 
 Label variants are absorbed here: the configured label schema gives, per fact, the labels to try
 in order (``exported_pod`` before ``pod``, ``UUID`` before ``uuid``, ...). For the pod, the choice
-is made per scrape target: when any series of a target carries the preferred ``exported_*`` label,
-that target's plain ``pod``/``namespace`` name the exporter itself and are ignored.
+is made per exporter (scrape target and node): when any series of an exporter carries the preferred
+``exported_*`` label, that exporter's plain ``pod``/``namespace`` name the exporter itself and are
+ignored.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "util_prof": (0.0, 1.0001),
     "util_dev_pct": (0.0, 100.01),
     "fb_used_mib": (0.0, 1e8),
+    "fb_used_last_mib": (0.0, 1e8),
     "fb_free_mib": (0.0, 1e8),
     "fb_reserved_mib": (0.0, 1e8),
     "power_w": (0.0, 1e5),
@@ -75,19 +77,25 @@ def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:
     return None
 
 
-def _target(labels: Mapping[str, str]) -> tuple[str, str]:
-    return labels.get("job", ""), labels.get("instance", "")
+#: One exporter as seen through its series: (job, instance, node). The node is part of it
+#: because one scrape target can carry several exporters' series (federation, aggregation).
+Target = tuple[str, str, str]
+
+
+def _target(labels: Mapping[str, str], variants: LabelVariants) -> Target:
+    node = _first(labels, variants.hostname) or ""
+    return labels.get("job", ""), labels.get("instance", ""), node
 
 
 def pod_label_choice(
     results: Mapping[str, Sequence[Mapping[str, Any]]], variants: LabelVariants
-) -> dict[tuple[str, str], int]:
-    """Per scrape target, the index in ``variants.pod`` of the most preferred label it uses."""
-    choice: dict[tuple[str, str], int] = {}
+) -> dict[Target, int]:
+    """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses."""
+    choice: dict[Target, int] = {}
     for series_list in results.values():
         for series in series_list:
             labels = series["metric"]
-            target = _target(labels)
+            target = _target(labels, variants)
             for index, name in enumerate(variants.pod):
                 if labels.get(name):
                     choice[target] = min(index, choice.get(target, index))
@@ -142,7 +150,7 @@ def _field_frame(
     name: str,
     series_list: Sequence[Mapping[str, Any]],
     variants: LabelVariants,
-    choice: Mapping[tuple[str, str], int],
+    choice: Mapping[Target, int],
     step_s: int,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Long rows (series, ts, value) of one field, and the identity of each of its series."""
@@ -151,7 +159,7 @@ def _field_frame(
     owners: list[np.ndarray] = []
     for series in series_list:
         identity = series_identity(
-            series["metric"], variants, choice.get(_target(series["metric"]))
+            series["metric"], variants, choice.get(_target(series["metric"], variants))
         )
         if identity is None or not series.get("values"):
             continue
@@ -216,7 +224,8 @@ def _derive(frame: pd.DataFrame) -> pd.DataFrame:
     signal[prof.notna()] = SIGNAL_PROF
     frame["util_signal"] = signal
     reserved = frame["fb_reserved_mib"].fillna(0.0)
-    frame["fb_total_mib"] = frame["fb_used_mib"] + frame["fb_free_mib"] + reserved
+    # used + free + reserved of one and the same reading (the last of the step)
+    frame["fb_total_mib"] = frame["fb_used_last_mib"] + frame["fb_free_mib"] + reserved
     return frame
 
 

@@ -26,6 +26,7 @@ FIELDS: tuple[FieldQuery, ...] = (
     FieldQuery("util_prof", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", "ratio 0-1"),
     FieldQuery("util_dev_pct", "DCGM_FI_DEV_GPU_UTIL", "avg_over_time", "percent 0-100"),
     FieldQuery("fb_used_mib", "DCGM_FI_DEV_FB_USED", "max_over_time", "MiB"),
+    FieldQuery("fb_used_last_mib", "DCGM_FI_DEV_FB_USED", "last_over_time", "MiB"),
     FieldQuery("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "last_over_time", "MiB"),
     FieldQuery("fb_reserved_mib", "DCGM_FI_DEV_FB_RESERVED", "last_over_time", "MiB"),
     FieldQuery("power_w", "DCGM_FI_DEV_POWER_USAGE", "avg_over_time", "W"),

@@ -1,0 +1,196 @@
+"""Live servers for a simulated fleet: a dcgm-exporter endpoint and a Kubernetes API.
+
+:class:`ExporterServer` answers, over HTTP on a background thread:
+
+- ``GET /metrics``: the cluster's exposition text at the instant of the request (every node;
+  ``?node=NAME`` for one node, ``503`` while that node's exporter is in an outage window);
+- ``GET /targets``: Prometheus HTTP service discovery listing one target per node (the address
+  the request came to, with ``__param_node``), so Prometheus scrapes each node's exporter as its
+  own target, as it does in a real cluster;
+- ``GET /health``: ``OK``.
+
+Samples of one instant are computed once and shared by every request in that second.
+:class:`LiveKubeApi` is a :class:`KubeApiServer` whose objects follow the clock: they are rebuilt
+from the fleet at most every ``refresh_s`` seconds, when a list starts (never in the middle of a
+paginated list).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pandas as pd
+
+from gpuwatch.simulate.apiserver import KubeApiServer
+from gpuwatch.simulate.exposition import CONTENT_TYPE, exporter_down, render, sd_targets
+from gpuwatch.simulate.fleet import Fleet
+from gpuwatch.simulate.generate import sample_at
+from gpuwatch.simulate.kube_objects import kube_objects
+
+Clock = Callable[[], float]
+_TEXT = "text/plain; charset=utf-8"
+
+
+def _check_cluster(fleet: Fleet, cluster: str) -> None:
+    if cluster not in fleet.clusters:
+        raise ValueError(f"no simulated cluster {cluster!r}: choose one of {list(fleet.clusters)}")
+
+
+class ExporterServer:
+    """Serves the dcgm-exporter view of ``cluster`` in ``fleet`` at the time ``clock`` says."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        cluster: str,
+        host: str = "127.0.0.1",
+        port: int = 9400,
+        clock: Clock = time.time,
+    ) -> None:
+        _check_cluster(fleet, cluster)
+        self.fleet = fleet
+        self.cluster = cluster
+        self.nodes = frozenset(n.name for n in fleet.nodes if n.cluster == cluster)
+        self._clock = clock
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._cached: tuple[int, pd.DataFrame] | None = None
+        self._httpd: _ExporterHttp | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ExporterServer:
+        if self._httpd is None:
+            self._httpd = _ExporterHttp(self._address, self)
+            serve = functools.partial(self._httpd.serve_forever, poll_interval=0.05)
+            self._thread = threading.Thread(target=serve, name="dcgm-exporter-sim", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            if self._thread is not None:
+                self._thread.join()
+            self._httpd, self._thread = None, None
+
+    def __enter__(self) -> ExporterServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the server is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def _samples(self, ts: int) -> pd.DataFrame:
+        with self._lock:
+            if self._cached is None or self._cached[0] != ts:
+                self._cached = (ts, sample_at(self.fleet, ts))
+            return self._cached[1]
+
+    def respond(self, target: str, host_header: str | None = None) -> tuple[int, str, bytes]:
+        """``(status, content type, body)`` for ``GET target`` (also usable without a socket)."""
+        split = urlsplit(target)
+        path = split.path.rstrip("/") or "/"
+        query = dict(parse_qsl(split.query))
+        if path == "/metrics":
+            return self._metrics(query.get("node"))
+        if path == "/targets":
+            address = host_header or self.url.removeprefix("http://")
+            body = json.dumps(sd_targets(self.fleet, self.cluster, address))
+            return 200, "application/json", body.encode()
+        if path in ("/health", "/healthz"):
+            return 200, _TEXT, b"OK\n"
+        if path == "/":
+            index = "dcgm-exporter (simulated): /metrics, /metrics?node=NAME, /targets, /health\n"
+            return 200, _TEXT, index.encode()
+        return 404, _TEXT, b"404 page not found\n"
+
+    def _metrics(self, node: str | None) -> tuple[int, str, bytes]:
+        ts = int(self._clock())
+        if node is not None:
+            if node not in self.nodes:
+                return 404, _TEXT, f"no node {node} in cluster {self.cluster}\n".encode()
+            if exporter_down(self.fleet, self.cluster, node, ts):
+                return 503, _TEXT, f"the exporter on {node} is down\n".encode()
+        text = render(self.fleet, ts, self._samples(ts), self.cluster, node)
+        return 200, CONTENT_TYPE, text.encode()
+
+
+class _ExporterHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    timeout = 30
+    server: _ExporterHttp
+
+    def do_GET(self) -> None:
+        status, content_type, body = self.server.exporter.respond(
+            self.path, self.headers.get("Host")
+        )
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the scraper gave up (timeout or shutdown)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: a scrape every few seconds per node would flood the terminal."""
+
+
+class _ExporterHttp(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], exporter: ExporterServer) -> None:
+        super().__init__(address, _ExporterHandler)
+        self.exporter = exporter
+
+
+class LiveKubeApi(KubeApiServer):
+    """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        cluster: str,
+        host: str = "127.0.0.1",
+        port: int = 8001,
+        clock: Clock = time.time,
+        refresh_s: int = 15,
+    ) -> None:
+        _check_cluster(fleet, cluster)
+        self.fleet = fleet
+        self.cluster = cluster
+        self._clock = clock
+        self._refresh_s = max(1, refresh_s)
+        self._bucket = self._current_bucket()
+        self._refresh_lock = threading.Lock()
+        super().__init__(kube_objects(fleet, self._bucket, cluster), host, port)
+
+    def _current_bucket(self) -> int:
+        now = int(self._clock())
+        return now - now % self._refresh_s
+
+    def respond(self, target: str, authorization: str | None) -> tuple[int, bytes]:
+        query = dict(parse_qsl(urlsplit(target).query))
+        if not query.get("continue"):
+            with self._refresh_lock:
+                bucket = self._current_bucket()
+                if bucket != self._bucket:
+                    self.set_objects(kube_objects(self.fleet, bucket, self.cluster))
+                    self._bucket = bucket
+        return super().respond(target, authorization)
