@@ -72,6 +72,7 @@ def _register() -> None:
         commands_alerts,
         commands_collect,
         commands_config,
+        commands_dashboards,
         commands_db,
         commands_demo,
         commands_report,
@@ -83,6 +84,7 @@ def _register() -> None:
     cli.add_command(commands_report.report)
     cli.add_command(commands_report.recommend_command)
     cli.add_command(commands_simulate.simulate)
+    cli.add_command(commands_dashboards.dashboards)
     cli.add_command(commands_db.db)
     cli.add_command(commands_config.config)
     cli.add_command(commands_demo.demo)
