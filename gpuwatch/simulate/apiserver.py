@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import functools
 import json
 import threading
 from collections.abc import Mapping
@@ -24,6 +23,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import yaml
+
+from gpuwatch.simulate.httpd import BackgroundServer
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class _HttpServer(ThreadingHTTPServer):
         self.api = api
 
 
-class KubeApiServer:
+class KubeApiServer(BackgroundServer):
     """Serves ``objects`` (resource name such as ``"pods"`` → objects) like a Kubernetes API.
 
     ``token``: when given, requests must carry ``Authorization: Bearer <token>`` (else 401).
@@ -153,39 +154,11 @@ class KubeApiServer:
         self._deny: int | None = None
         self._requests: list[RecordedRequest] = []
         self._token = token
-        self._address = (host, port)
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(host, port)
         self.set_objects(objects)
 
-    def start(self) -> KubeApiServer:
-        if self._httpd is None:
-            self._httpd = _HttpServer(self._address, self)
-            serve = functools.partial(self._httpd.serve_forever, poll_interval=0.05)
-            self._thread = threading.Thread(target=serve, name="kube-api-server", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            if self._thread is not None:
-                self._thread.join()
-            self._httpd, self._thread = None, None
-
-    def __enter__(self) -> KubeApiServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the server is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:
+        return _HttpServer(address, self)
 
     def set_objects(self, objects: Mapping[str, list[dict[str, Any]]]) -> None:
         """Replace the served objects (a new resourceVersion: older continue tokens expire)."""

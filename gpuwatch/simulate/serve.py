@@ -17,7 +17,6 @@ paginated list).
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import time
@@ -32,6 +31,7 @@ from gpuwatch.simulate.apiserver import KubeApiServer
 from gpuwatch.simulate.exposition import CONTENT_TYPE, exporter_down, render, sd_targets
 from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.generate import sample_at
+from gpuwatch.simulate.httpd import BackgroundServer
 from gpuwatch.simulate.kube_objects import kube_objects
 
 Clock = Callable[[], float]
@@ -43,7 +43,7 @@ def _check_cluster(fleet: Fleet, cluster: str) -> None:
         raise ValueError(f"no simulated cluster {cluster!r}: choose one of {list(fleet.clusters)}")
 
 
-class ExporterServer:
+class ExporterServer(BackgroundServer):
     """Serves the dcgm-exporter view of ``cluster`` in ``fleet`` at the time ``clock`` says."""
 
     def __init__(
@@ -59,40 +59,12 @@ class ExporterServer:
         self.cluster = cluster
         self.nodes = frozenset(n.name for n in fleet.nodes if n.cluster == cluster)
         self._clock = clock
-        self._address = (host, port)
+        super().__init__(host, port)
         self._lock = threading.Lock()
         self._cached: tuple[int, pd.DataFrame] | None = None
-        self._httpd: _ExporterHttp | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> ExporterServer:
-        if self._httpd is None:
-            self._httpd = _ExporterHttp(self._address, self)
-            serve = functools.partial(self._httpd.serve_forever, poll_interval=0.05)
-            self._thread = threading.Thread(target=serve, name="dcgm-exporter-sim", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            if self._thread is not None:
-                self._thread.join()
-            self._httpd, self._thread = None, None
-
-    def __enter__(self) -> ExporterServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the server is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:
+        return _ExporterHttp(address, self)
 
     def _samples(self, ts: int) -> pd.DataFrame:
         with self._lock:
