@@ -1,22 +1,38 @@
 """The Dash application: one module per page under :mod:`gpuwatch.app.pages`.
 
 Callbacks reach the store through the :class:`DataSource` kept in the Flask config, never a
-module-level global, so one process can serve several databases (tests do).
+module-level global, so one process can serve several databases (tests do). The source holds
+the :class:`~gpuwatch.app.data.DashboardData` cache of that store.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import dash
 from dash import Dash, dcc, html
 from flask import current_app
 from sqlalchemy import Engine
 
+from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.config import Settings
 
-PAGE_MODULES = ("gpuwatch.app.pages.overview",)
+PAGE_MODULES = (
+    "gpuwatch.app.pages.overview",
+    "gpuwatch.app.pages.teams",
+    "gpuwatch.app.pages.workloads",
+    "gpuwatch.app.pages.workload",
+    "gpuwatch.app.pages.gpus",
+    "gpuwatch.app.pages.node",
+    "gpuwatch.app.pages.gpu",
+    "gpuwatch.app.pages.savings",
+    "gpuwatch.app.pages.reports",
+    "gpuwatch.app.pages.alerts",
+    "gpuwatch.app.pages.health",
+)
 _DATA_KEY = "GPUWATCH_DATA"
 
 
@@ -24,34 +40,63 @@ _DATA_KEY = "GPUWATCH_DATA"
 class DataSource:
     engine: Engine
     settings: Settings
+    data: DashboardData
 
 
 def data_source() -> DataSource:
-    """The store and settings of the app serving the current request."""
+    """The store, settings and data cache of the app serving the current request."""
     source = current_app.config[_DATA_KEY]
     assert isinstance(source, DataSource)
     return source
 
 
-def _navigation() -> html.Nav:
-    links = [
-        dcc.Link(page["name"], href=page["relative_path"], className="gw-nav-link")
-        for page in dash.page_registry.values()
-    ]
-    return html.Nav([html.Span("gpuwatch", className="gw-brand"), *links], className="gw-nav")
+def _warmers() -> list[Callable[[DashboardData, Snapshot], Any]]:
+    found = []
+    for name in PAGE_MODULES:
+        module = importlib.import_module(name)
+        warm = getattr(module, "warm", None)
+        if callable(warm):
+            found.append(warm)
+    return found
 
 
-def create_app(engine: Engine, settings: Settings) -> Dash:
-    """A Dash app serving the dashboard on ``engine``."""
+def _bound(
+    warmer: Callable[[DashboardData, Snapshot], Any], data: DashboardData
+) -> Callable[[Snapshot], Any]:
+    def run(snap: Snapshot) -> Any:
+        return warmer(data, snap)
+
+    return run
+
+
+def create_app(
+    engine: Engine,
+    settings: Settings,
+    *,
+    data: DashboardData | None = None,
+    warm: bool = True,
+) -> Dash:
+    """A Dash app serving the dashboard on ``engine``.
+
+    With ``warm`` the first snapshot of the store and the default views are computed in a
+    background thread right away, so the first visitor does not wait for them.
+    """
     app = Dash(
         __name__,
         use_pages=True,
         pages_folder="",
         title="gpuwatch",
         suppress_callback_exceptions=True,
+        update_title="",
     )
-    for module in PAGE_MODULES:
-        importlib.import_module(module)
-    app.server.config[_DATA_KEY] = DataSource(engine=engine, settings=settings)
-    app.layout = html.Div([_navigation(), html.Main(dash.page_container, className="gw-main")])
+    source = DataSource(engine, settings, data or DashboardData(engine, settings))
+    for warmer in _warmers():
+        source.data.warmers.append(_bound(warmer, source.data))
+    app.server.config[_DATA_KEY] = source
+    app.layout = html.Div(
+        [dcc.Location(id="gw-url", refresh="callback-nav"), dash.page_container],
+        className="gw-app",
+    )
+    if warm:
+        source.data.start()
     return app

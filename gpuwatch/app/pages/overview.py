@@ -1,91 +1,157 @@
-"""Overview: what the fleet is, how much of it is held, and how much of that is used."""
+"""Overview: where the GPU money goes in the window, and what changing it would save."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from typing import Any
 
 import dash
-import pandas as pd
-import plotly.graph_objects as go
 from dash import dcc, html
 
-from gpuwatch.app.server import data_source
-from gpuwatch.store import repository
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import card, html_table, no_data, no_match, section, shell
+from gpuwatch.app.context import page_context
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.figures import bar_figure, capacity_figure
+from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
 
-dash.register_page(__name__, path="/", name="Overview", order=0)  # type: ignore[no-untyped-call]
-
-
-def _when(ts: int | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def hourly_frame(samples: pd.DataFrame) -> pd.DataFrame:
-    """GPU units with data, held by a pod, and busy-equivalent, per hour (averages)."""
-    if samples.empty:
-        return pd.DataFrame(columns=["hour", "with_data", "allocated", "used"])
-    frame = samples.assign(
-        hour=pd.to_datetime(samples["ts"] - samples["ts"] % 3600, unit="s", utc=True),
-        allocated=samples["pod_id"].notna().astype(float),
-        used=samples["util_ratio"].fillna(0) * samples["pod_id"].notna(),
-    )
-    per_ts = frame.groupby(["hour", "ts"]).agg(
-        with_data=("gpu_id", "size"), allocated=("allocated", "sum"), used=("used", "sum")
-    )
-    return per_ts.groupby("hour").mean().reset_index()
+PAGE, PATH, TITLE = "overview", "/", "Overview"
+TOP_WORKLOADS = 10
 
 
-def utilization_figure(hourly: pd.DataFrame) -> go.Figure:
-    fig = go.Figure()
-    for column, label in (
-        ("with_data", "GPUs reporting"),
-        ("allocated", "held by pods"),
-        ("used", "busy (util-weighted)"),
-    ):
-        fig.add_scatter(x=hourly["hour"], y=hourly[column], name=label, mode="lines")
-    fig.update_layout(
-        title="Fleet: reporting vs held vs busy GPUs (hourly mean)",
-        yaxis_title="GPUs",
-        xaxis_title="time (UTC)",
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
-        legend={"orientation": "h"},
-    )
-    return fig
-
-
-def layout(**_query: str) -> html.Div:
-    source = data_source()
-    stats = repository.summary(source.engine)
-    if stats.samples == 0 or stats.last_ts is None:
-        return html.Div(
-            [
-                html.H1("Overview"),
-                html.P("No data yet: run `gpuwatch collect` (or `gpuwatch demo`)."),
-            ],
-            id="overview-empty",
-        )
-    start = stats.last_ts - 7 * 86400
-    hourly = hourly_frame(repository.load_samples(source.engine, start, stats.last_ts + 1))
-    cards = [
-        ("Clusters", f"{stats.clusters}"),
-        ("Nodes", f"{stats.nodes}"),
-        ("GPU units", f"{stats.gpu_units}"),
-        ("Samples", f"{stats.samples:,}"),
-        ("Data from", _when(stats.first_ts)),
-        ("Data to", _when(stats.last_ts)),
+def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
+    """The headline figures, each with its unit and what it means."""
+    return [
+        card("GPU units", fmt.number(h.gpu_units), "with samples in the window", "gpus"),
+        card(
+            "Allocated",
+            fmt.pct(h.allocated_pct),
+            f"{fmt.gpu_hours(h.allocated_gpu_hours)} of {fmt.gpu_hours(h.capacity_gpu_hours)}",
+            "allocated",
+        ),
+        card(
+            "Utilization of allocated GPUs",
+            fmt.pct(h.efficiency_pct),
+            "used ÷ allocated GPU-hours",
+            "efficiency",
+        ),
+        card("Total GPU cost", fmt.usd(h.total_cost_usd), "allocated + unallocated", "total-cost"),
+        card(
+            "Idle cost",
+            fmt.usd(h.idle_cost_usd),
+            f"allocated GPUs below {idle_pct:g}% utilization",
+            "idle-cost",
+        ),
+        card(
+            "Unallocated cost",
+            fmt.usd(h.unallocated_cost_usd),
+            "capacity no pod held",
+            "unallocated-cost",
+        ),
+        card(
+            "Potential savings / month",
+            fmt.usd(h.monthly_savings_usd),
+            f"{h.recommendations} recommendations",
+            "savings",
+        ),
+        card(
+            "Data coverage",
+            fmt.ratio_pct(h.coverage_ratio),
+            "hours with samples ÷ hours GPUs existed",
+            "coverage",
+        ),
     ]
-    return html.Div(
-        [
-            html.H1("Overview"),
-            html.Div(
-                [
-                    html.Div(
-                        [html.Div(v, className="gw-card-value"), html.Div(k)], className="gw-card"
-                    )
-                    for k, v in cards
-                ],
-                className="gw-cards",
-                id="overview-cards",
-            ),
-            dcc.Graph(id="overview-utilization", figure=utilization_figure(hourly)),
-        ]
+
+
+def _workload_link(f: Filters, row: dict[str, Any]) -> dcc.Link:
+    href = f.href(
+        "/workload",
+        cluster=row["cluster"],
+        namespace=row["namespace"],
+        kind=row["workload_kind"],
+        name=row["workload"],
     )
+    return dcc.Link(str(row["workload"]), href=href, className="gw-link")
+
+
+def top_workloads_table(snap: Snapshot, f: Filters) -> html.Table | html.P:
+    frame = workloads(snap, f)
+    frame = frame[frame["idle_cost_usd"] > 0].head(TOP_WORKLOADS)
+    if frame.empty:
+        return html.P("No workload sat idle on its GPUs in this window.", className="gw-note")
+    columns = [
+        ("Workload", lambda r: _workload_link(f, r)),
+        ("Kind", lambda r: fmt.text(r["workload_kind"])),
+        ("Namespace", lambda r: fmt.text(r["namespace"])),
+        ("Cluster", lambda r: fmt.text(r["cluster"])),
+        ("Team", lambda r: fmt.text(r["team"])),
+        ("Idle cost", lambda r: fmt.usd(r["idle_cost_usd"])),
+        ("Efficiency", lambda r: fmt.pct(r["efficiency_pct"])),
+        ("Savings", lambda r: fmt.usd_month(r["est_monthly_savings_usd"] or None)),
+    ]
+    return html_table("overview-top-workloads", columns, frame.to_dict("records"))
+
+
+def body(snap: Snapshot, f: Filters, idle_pct: float) -> list[Any]:
+    h = headline(snap, f)
+    teams = breakdown(snap, f, ("team",))
+    namespaces = breakdown(snap, f, ("cluster", "namespace"))
+    return [
+        html.Div(headline_cards(h, idle_pct), className="gw-cards", id="overview-cards"),
+        section(
+            "Capacity and demand",
+            dcc.Graph(
+                id="overview-capacity",
+                figure=capacity_figure(capacity_series(snap, f)),
+                config={"displaylogo": False},
+            ),
+        ),
+        html.Div(
+            [
+                dcc.Graph(
+                    id="overview-idle-by-team",
+                    figure=bar_figure(
+                        teams, "team", "idle_cost_usd", "Idle cost by team", "idle cost ($)"
+                    ),
+                ),
+                dcc.Graph(
+                    id="overview-idle-by-namespace",
+                    figure=bar_figure(
+                        namespaces,
+                        "namespace",
+                        "idle_cost_usd",
+                        "Idle cost by namespace",
+                        "idle cost ($)",
+                    ),
+                ),
+            ],
+            className="gw-grid-2",
+        ),
+        section(
+            "Top wasting workloads",
+            top_workloads_table(snap, f),
+            note="By idle cost in the window; open one for its GPUs, pods and recommendations.",
+        ),
+    ]
+
+
+def layout(**query: Any) -> html.Div:
+    ctx = page_context(query)
+    snap, f = ctx.snap, ctx.filters
+    if snap.empty:
+        return no_data(PAGE, PATH, TITLE, f, snap)
+    if headline(snap, f).capacity_gpu_hours <= 0:
+        content: Any = no_match(PAGE, f, PATH)
+    else:
+        content = body(snap, f, ctx.source.settings.thresholds.idle_util_pct)
+    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
+
+
+def warm(data: DashboardData, snap: Snapshot) -> None:
+    """The default view, computed ahead of the first visit."""
+    if not snap.empty:
+        body(snap, Filters(), data.settings.thresholds.idle_util_pct)
+
+
+dash.register_page(  # type: ignore[no-untyped-call]
+    __name__, path=PATH, name=TITLE, title="gpuwatch · Overview", order=0, layout=layout
+)

@@ -1,0 +1,297 @@
+"""The pieces every page is built from: navigation, the filter bar, cards, tables, empty states.
+
+Every value from the data (pod, namespace, label values) goes into components as plain text
+children or table cells: Dash renders those as text, never as HTML or markdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import dash
+from dash import ALL, Input, Output, State, dcc, html
+from dash.dash_table import FormatTemplate
+from dash.dash_table.DataTable import DataTable
+from dash.dash_table.Format import Format, Scheme
+
+from gpuwatch.app import format as fmt
+from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, WINDOWS, Filters, Snapshot
+from gpuwatch.app.views import Options, window_bounds
+
+NAV: tuple[tuple[str, str], ...] = (
+    ("/", "Overview"),
+    ("/teams", "Teams & namespaces"),
+    ("/workloads", "Workloads"),
+    ("/gpus", "GPUs & nodes"),
+    ("/savings", "Savings"),
+    ("/reports", "Reports"),
+    ("/alerts", "Alerts"),
+    ("/health", "Data health"),
+)
+URL_ID = "gw-url"
+WINDOW_NAMES = {
+    "24h": "24 hours",
+    "3d": "3 days",
+    "7d": "7 days",
+    "14d": "14 days",
+    "30d": "30 days",
+}
+
+
+def filter_id(name: str) -> dict[str, str]:
+    return {"type": "gw-filter", "name": name}
+
+
+def navigation(active: str, f: Filters) -> html.Nav:
+    links = [
+        dcc.Link(
+            label,
+            href=f.href(path),
+            className="gw-nav-link gw-active" if path == active else "gw-nav-link",
+            id=f"nav-{path.strip('/') or 'overview'}",
+        )
+        for path, label in NAV
+    ]
+    return html.Nav(
+        [dcc.Link("gpuwatch", href=f.href("/"), className="gw-brand"), *links], className="gw-nav"
+    )
+
+
+def _dropdown(name: str, value: str | None, choices: Sequence[str], everything: str) -> Any:
+    return html.Div(
+        [
+            html.Label(name.capitalize() if name != "model" else "GPU model"),
+            dcc.Dropdown(
+                id=filter_id(name),
+                options=[{"label": v, "value": v} for v in choices],
+                value=value,
+                placeholder=everything,
+                clearable=True,
+                className="gw-dropdown",
+            ),
+        ],
+        className="gw-filter",
+    )
+
+
+def _window_radio(f: Filters) -> html.Div:
+    radio = dcc.RadioItems(
+        id=filter_id("window"),
+        options=[{"label": label, "value": key} for key, label in WINDOW_NAMES.items()],
+        value=f.window,
+        inline=True,
+        className="gw-window",
+        inputClassName="gw-window-input",
+        labelClassName="gw-window-label",
+    )
+    return html.Div([html.Label("Time window"), radio], className="gw-filter gw-filter-window")
+
+
+def filter_bar(f: Filters, opts: Options | None) -> html.Div:
+    """Cluster, team, namespace, GPU model and window; a change rewrites the URL's query.
+
+    Without ``opts``, the time window alone (pages about one workload, node or GPU).
+    """
+    choices: list[Any] = []
+    if opts is not None:
+        choices = [
+            _dropdown("cluster", f.cluster, opts.clusters, "All clusters"),
+            _dropdown("team", f.team, opts.teams, "All teams"),
+            _dropdown("namespace", f.namespace, opts.namespaces, "All namespaces"),
+            _dropdown("model", f.model, opts.models, "All GPU models"),
+        ]
+    return html.Div([*choices, _window_radio(f)], className="gw-filters", id="gw-filters")
+
+
+def search_with(search: str | None, changes: Mapping[str, str | None]) -> str:
+    """``search`` with the filter parameters replaced by ``changes`` (defaults dropped)."""
+    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k not in changes]
+    for name in FILTER_NAMES:
+        value = changes.get(name)
+        if value and not (name == "window" and value == DEFAULT_WINDOW):
+            params.append((name, str(value)))
+    return f"?{urlencode(params)}" if params else ""
+
+
+def filters_to_search(
+    values: list[str | None], ids: list[dict[str, str]], search: str | None
+) -> Any:
+    """The callback of the filter bar: the new query string of the URL."""
+    changes = {i["name"]: v for i, v in zip(ids, values, strict=True) if i["name"] in FILTER_NAMES}
+    if "window" in changes and changes["window"] not in WINDOWS:
+        changes["window"] = DEFAULT_WINDOW
+    new = search_with(search, changes)
+    return dash.no_update if new == (search or "") else new
+
+
+dash.callback(
+    Output(URL_ID, "search"),
+    Input(filter_id(ALL), "value"),  # type: ignore[arg-type]
+    State(filter_id(ALL), "id"),  # type: ignore[arg-type]
+    State(URL_ID, "search"),
+    prevent_initial_call=True,
+)(filters_to_search)
+
+
+def header(
+    title: str, snap: Snapshot | None, f: Filters, note: str | None = None, window: bool = True
+) -> html.Div:
+    parts: list[Any] = [html.H1(title)]
+    if snap is not None and not snap.empty and not window:
+        parts.append(html.P(f"Data up to {fmt.when(snap.marker.last_ts)}", className="gw-subtitle"))
+    elif snap is not None and not snap.empty:
+        start, end = window_bounds(snap, f)
+        parts.append(
+            html.P(
+                f"Window: {fmt.when(start)} to {fmt.when(end)} ({WINDOW_NAMES[f.window]}) · "
+                f"data up to {fmt.when(snap.marker.last_ts)}",
+                className="gw-subtitle",
+            )
+        )
+    if note:
+        parts.append(html.P(note, className="gw-note"))
+    return html.Div(parts, className="gw-header")
+
+
+def shell(
+    page: str,
+    path: str,
+    title: str,
+    f: Filters,
+    snap: Snapshot | None,
+    opts: Options | None,
+    body: Any,
+    note: str | None = None,
+    *,
+    filters: bool = True,
+) -> html.Div:
+    """A page: navigation, title with window and data time, filter bar, then ``body``.
+
+    ``opts`` None shows the time window alone; ``filters`` False shows no filter bar.
+    """
+    children: list[Any] = [navigation(path, f), header(title, snap, f, note, window=filters)]
+    if filters and snap is not None and not snap.empty:
+        children.append(filter_bar(f, opts))
+    children.append(html.Div(body, className="gw-body", id=f"{page}-body"))
+    return html.Div(children, className="gw-page", id=f"{page}-page")
+
+
+def empty_state(page: str, title: str, hint: str, link: tuple[str, str] | None = None) -> html.Div:
+    children: list[Any] = [html.H3(title), html.P(hint)]
+    if link is not None:
+        children.append(dcc.Link(link[1], href=link[0], className="gw-button"))
+    return html.Div(children, className="gw-empty", id=f"{page}-empty")
+
+
+NO_DATA_HINT = (
+    "Run `gpuwatch collect` against your Prometheus (or `gpuwatch demo` for a simulated fleet); "
+    "this page fills in as soon as samples are stored."
+)
+
+
+def no_data(page: str, path: str, title: str, f: Filters, snap: Snapshot | None) -> html.Div:
+    body = empty_state(page, "No GPU samples stored yet", NO_DATA_HINT)
+    return shell(page, path, title, f, snap, None, body, filters=False)
+
+
+def no_match(page: str, f: Filters, path: str) -> html.Div:
+    return empty_state(
+        page,
+        "Nothing matches these filters in this window",
+        "Widen the time window or clear a filter.",
+        (Filters(window=f.window).href(path), "Clear filters"),
+    )
+
+
+def card(
+    label: str, value: Any, note: str | None = None, key: str = "", *, text: bool = False
+) -> html.Div:
+    """A headline figure; ``text`` for a name rather than a number (smaller type)."""
+    value_class = "gw-card-value gw-card-text" if text else "gw-card-value"
+    children = [
+        html.Div(label, className="gw-card-label"),
+        html.Div(value, className=value_class),
+    ]
+    if note:
+        children.append(html.Div(note, className="gw-card-note"))
+    if key:
+        return html.Div(children, className="gw-card", id=f"card-{key}")
+    return html.Div(children, className="gw-card")
+
+
+def section(title: str, *children: Any, note: str | None = None, key: str = "") -> html.Section:
+    head: list[Any] = [html.H2(title)]
+    if note:
+        head.append(html.P(note, className="gw-note"))
+    if key:
+        return html.Section([*head, *children], className="gw-section", id=key)
+    return html.Section([*head, *children], className="gw-section")
+
+
+Cell = Callable[[Mapping[Any, Any]], Any]
+
+
+def html_table(
+    table_id: str, columns: Sequence[tuple[str, Cell]], rows: Sequence[Mapping[Any, Any]]
+) -> html.Table:
+    """A plain table; each column is (heading, cell builder returning text or a component)."""
+    head = html.Thead(html.Tr([html.Th(title) for title, _ in columns]))
+    body = html.Tbody([html.Tr([html.Td(build(row)) for _, build in columns]) for row in rows])
+    return html.Table([head, body], className="gw-table", id=table_id)
+
+
+def money_column(key: str, title: str | None = None) -> dict[str, Any]:
+    return {
+        "name": title or fmt.HEADINGS.get(key, key),
+        "id": key,
+        "type": "numeric",
+        "format": FormatTemplate.money(0),  # type: ignore[no-untyped-call]
+    }
+
+
+def number_column(key: str, title: str | None = None, digits: int = 1) -> dict[str, Any]:
+    fixed = Format(precision=digits, scheme=Scheme.fixed)  # type: ignore[no-untyped-call]
+    return {
+        "name": title or fmt.HEADINGS.get(key, key),
+        "id": key,
+        "type": "numeric",
+        "format": fixed.group(True),  # type: ignore[no-untyped-call]
+    }
+
+
+def text_column(key: str, title: str | None = None) -> dict[str, Any]:
+    return {"name": title or fmt.HEADINGS.get(key, key), "id": key, "type": "text"}
+
+
+def data_table(
+    table_id: str, columns: list[dict[str, Any]], records: list[dict[str, Any]], **extra: Any
+) -> DataTable:
+    """A sortable table (numbers formatted with their units in the heading)."""
+    settings: dict[str, Any] = {
+        "sort_action": "native",
+        "page_size": 25,
+        "style_table": {"overflowX": "auto"},
+        "style_cell": {
+            "fontFamily": "Inter, system-ui, -apple-system, Segoe UI, sans-serif",
+            "fontSize": "13px",
+            "padding": "6px 8px",
+            "textAlign": "left",
+            "maxWidth": "320px",
+            "overflow": "hidden",
+            "textOverflow": "ellipsis",
+        },
+        "style_cell_conditional": [
+            {"if": {"column_type": "numeric"}, "textAlign": "right"},
+        ],
+        "style_header": {"fontWeight": "600", "backgroundColor": "#f3f5f8"},
+        "markdown_options": {"html": False},
+    } | extra
+    settings |= {"columns": columns, "data": records}
+    return DataTable(id=table_id, **settings)
+
+
+def records_of(frame: Any) -> list[dict[str, Any]]:
+    """A frame's rows as dicts keyed by column name."""
+    return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]

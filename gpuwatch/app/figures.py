@@ -1,0 +1,297 @@
+"""Plotly figures as plain dicts, built from the views' frames (pure: frames in, dicts out).
+
+Dicts instead of ``plotly.graph_objects`` keep a filter change fast (no validation of every
+property on the server); the browser's plotly.js draws them the same. Every axis names its
+unit; times are UTC; hover texts carry units too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.app.views_gpu import Heatmap
+
+Figure = dict[str, Any]
+COLORS = {
+    "capacity": "#94a3b8",
+    "allocated": "#2563eb",
+    "used": "#16a34a",
+    "pending": "#f59e0b",
+    "idle": "#dc2626",
+    "memory": "#7c3aed",
+    "temp": "#ea580c",
+    "power": "#0891b2",
+}
+_FONT = {
+    "family": "Inter, system-ui, -apple-system, Segoe UI, sans-serif",
+    "size": 12,
+    "color": "#1e293b",
+}
+_AXIS = {
+    "gridcolor": "#e2e8f0",
+    "zerolinecolor": "#cbd5e1",
+    "linecolor": "#cbd5e1",
+    "automargin": True,
+}
+
+
+def times(ts: Any) -> list[str]:
+    """Epoch seconds as ISO instants in UTC (what plotly.js reads as dates)."""
+    stamps = pd.to_datetime(np.asarray(ts, dtype="int64"), unit="s")
+    return [s.strftime("%Y-%m-%dT%H:%M:%S") for s in stamps]
+
+
+def _values(series: Any) -> list[Any]:
+    """A column as JSON-ready numbers (``None`` for missing)."""
+    array = np.asarray(pd.Series(series).astype("float64"), dtype="float64")
+    return [None if np.isnan(v) else float(v) for v in array]
+
+
+def _layout(title: str, y_title: str, height: int = 360, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        "font": _FONT,
+        "height": height,
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "margin": {"l": 64, "r": 24, "t": 56, "b": 48},
+        "legend": {"orientation": "h", "y": -0.22, "x": 0},
+        "hovermode": "x unified",
+        "xaxis": {**_AXIS, "title": {"text": "time (UTC)"}, "type": "date"},
+        "yaxis": {**_AXIS, "title": {"text": y_title}, "rangemode": "tozero"},
+    } | extra
+
+
+def empty_figure(message: str, height: int = 260) -> Figure:
+    """A blank figure that says why it is blank."""
+    return {
+        "data": [],
+        "layout": {
+            "height": height,
+            "font": _FONT,
+            "paper_bgcolor": "#ffffff",
+            "plot_bgcolor": "#ffffff",
+            "xaxis": {"visible": False},
+            "yaxis": {"visible": False},
+            "annotations": [
+                {"text": message, "showarrow": False, "font": {"size": 14, "color": "#64748b"}}
+            ],
+        },
+    }
+
+
+def _line(x: list[str], y: Any, name: str, color: str, unit: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "x": x,
+        "y": _values(y),
+        "name": name,
+        "line": {"color": color, "width": 2},
+        "hovertemplate": f"%{{y:,.1f}} {unit}",
+    } | extra
+
+
+def capacity_figure(series: pd.DataFrame) -> Figure:
+    """GPUs with data, held by pods, busy (util-weighted), and GPUs requested by waiting pods."""
+    if series.empty:
+        return empty_figure("No samples in this window")
+    x = times(series[c.BUCKET_TS])
+    data = [
+        _line(x, series[c.CAPACITY_GPUS], "capacity (GPUs reporting)", COLORS["capacity"], "GPUs"),
+        _line(x, series[c.ALLOCATED_GPUS], "allocated (held by pods)", COLORS["allocated"], "GPUs"),
+        _line(
+            x,
+            series[c.USED_GPUS],
+            "used (utilization-weighted)",
+            COLORS["used"],
+            "GPUs",
+            fill="tozeroy",
+            fillcolor="rgba(22,163,74,0.12)",
+        ),
+        _line(
+            x,
+            series[c.PENDING_GPUS],
+            "pending demand (GPUs requested by waiting pods)",
+            COLORS["pending"],
+            "GPUs",
+            line={"color": COLORS["pending"], "width": 2, "dash": "dot"},
+        ),
+    ]
+    title = "Capacity vs allocated vs used, with pending demand (hourly mean)"
+    return {"data": data, "layout": _layout(title, "GPUs")}
+
+
+def bar_figure(frame: pd.DataFrame, label: str, value: str, title: str, axis: str) -> Figure:
+    """Horizontal bars of dollar values, largest on top (ten at most)."""
+    if frame.empty or float(frame[value].sum()) <= 0:
+        return empty_figure(f"{title}: nothing in this window", height=300)
+    top = frame.nlargest(10, value).iloc[::-1]
+    bar = {
+        "type": "bar",
+        "orientation": "h",
+        "x": _values(top[value]),
+        "y": [str(v) for v in top[label]],
+        "marker": {"color": COLORS["idle"]},
+        "texttemplate": "$%{x:,.0f}",
+        "textposition": "auto",
+        "hovertemplate": "%{y}: $%{x:,.0f}<extra></extra>",
+    }
+    layout = _layout(title, "", height=max(280, 80 + 30 * len(top)), hovermode="closest")
+    layout["xaxis"] = {
+        **_AXIS,
+        "title": {"text": axis},
+        "tickprefix": "$",
+        "separatethousands": True,
+        "rangemode": "tozero",
+    }
+    layout["yaxis"] = {**_AXIS, "title": {"text": ""}, "type": "category"}
+    layout["margin"] = {"l": 24, "r": 24, "t": 56, "b": 48}
+    return {"data": [bar], "layout": layout}
+
+
+def heatmap_row_label(node: str, unit: str, gpu_id: int) -> str:
+    """A heatmap row: node, unit and the unit's id after ``#`` (read back on a click)."""
+    return f"{node} · {unit} #{gpu_id}"
+
+
+def gpu_id_of(label: object) -> int | None:
+    """The unit id at the end of a heatmap row label, ``None`` if there is none."""
+    _, _, tail = str(label).rpartition("#")
+    return int(tail) if tail.isdigit() else None
+
+
+def heatmap_figure(hm: Heatmap) -> Figure:
+    """Utilization % per GPU unit (rows grouped by node) over time; a click opens the unit."""
+    if hm.units.empty or hm.z.size == 0:
+        return empty_figure("No GPUs in scope")
+    units = hm.units
+    nodes = units["node"].astype(str).to_numpy()
+    ids = units["gpu_id"].astype(int).tolist()
+    labels = [heatmap_row_label(n, u, i) for n, u, i in zip(nodes, units["unit"], ids, strict=True)]
+    first = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
+    z = [[None if np.isnan(v) else round(float(v), 1) for v in row] for row in hm.z]
+    trace = {
+        "type": "heatmap",
+        "z": z,
+        "x": times(hm.x_ts),
+        "y": labels,
+        "colorscale": "Viridis",
+        "zmin": 0,
+        "zmax": 100,
+        "colorbar": {"title": {"text": "util %"}, "ticksuffix": "%"},
+        "hovertemplate": "%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>"
+        "utilization %{z:.0f}%<extra>click: GPU history</extra>",
+    }
+    hours = hm.column_s // 3600
+    height = int(min(max(320, 12 * len(labels) + 140), 2400))
+    title = f"Utilization per GPU unit ({hours} h per column; grey: no data)"
+    layout = _layout(title, "", height=height, hovermode="closest", plot_bgcolor="#cbd5e1")
+    layout["yaxis"] = {
+        **_AXIS,
+        "type": "category",
+        "title": {"text": "GPU units, grouped by node"},
+        "tickvals": [labels[i] for i in first],
+        "ticktext": [str(nodes[i]) for i in first],
+        "autorange": "reversed",
+        "showgrid": False,
+    }
+    layout["xaxis"]["showgrid"] = False
+    return {"data": [trace], "layout": layout}
+
+
+def with_gaps(ts: Any, values: Any, step_s: int) -> tuple[list[str], list[Any]]:
+    """Points with a ``None`` inserted where consecutive instants are more than a step apart,
+    so lines break where there is no data instead of bridging it."""
+    ts = np.asarray(ts, dtype="int64")
+    vals = _values(values)
+    if len(ts) == 0:
+        return [], []
+    breaks = set(np.flatnonzero(np.diff(ts) > step_s).tolist())
+    xs: list[int] = []
+    ys: list[Any] = []
+    for i, (t, v) in enumerate(zip(ts.tolist(), vals, strict=True)):
+        xs.append(t)
+        ys.append(v)
+        if i in breaks:
+            xs.append(t + step_s)
+            ys.append(None)
+    return times(xs), ys
+
+
+def per_gpu_figure(series: pd.DataFrame, column: str, title: str, unit: str) -> Figure:
+    """One line per GPU unit (the workload page: utilization or memory per GPU)."""
+    if series.empty:
+        return empty_figure("No samples held by this workload in this window")
+    data = []
+    for name, rows in series.groupby("unit", sort=True):
+        x, y = with_gaps(rows["bucket_ts"], rows[column], 3600)
+        data.append(_line(x, y, str(name), "", unit) | {"line": {"width": 1.5}})
+    layout = _layout(title, unit, showlegend=len(data) <= 8)
+    return {"data": data, "layout": layout}
+
+
+_PANELS = (
+    ("util_pct", "Utilization (%)", "%"),
+    ("fb_used_mib", "Memory used (MiB)", "MiB"),
+    ("temp_c", "Temperature (°C)", "°C"),
+    ("power_w", "Power (W)", "W"),
+)
+
+
+def gpu_history_figure(history: pd.DataFrame, idle_pct: float) -> Figure:
+    """One GPU unit at full resolution: utilization, memory, temperature and power."""
+    if history.empty:
+        return empty_figure("No samples for this GPU in this window")
+    frame = history.assign(util_pct=100.0 * history["util_ratio"].astype("float64"))
+    step = int(history["step_s"].max())
+    colors = (COLORS["used"], COLORS["memory"], COLORS["temp"], COLORS["power"])
+    data: list[dict[str, Any]] = []
+    layout = _layout("", "", height=860, showlegend=False)
+    gap, size = 0.06, (1.0 - 0.06 * 3) / 4
+    for i, (column, title, unit) in enumerate(_PANELS):
+        axis = "" if i == 0 else str(i + 1)
+        top = 1.0 - i * (size + gap)
+        x, y = with_gaps(frame["ts"], frame[column], step)
+        data.append(
+            _line(x, y, title.split(" (")[0].lower(), colors[i], unit)
+            | {"xaxis": f"x{axis}", "yaxis": f"y{axis}"}
+        )
+        layout[f"yaxis{axis}"] = {
+            **_AXIS,
+            "title": {"text": title},
+            "domain": [top - size, top],
+            "rangemode": "tozero",
+        }
+        layout[f"xaxis{axis}"] = {
+            **_AXIS,
+            "type": "date",
+            "anchor": f"y{axis}",
+            "matches": "x",
+            "showticklabels": i == 3,
+            "title": {"text": "time (UTC)" if i == 3 else ""},
+        }
+    x, y = with_gaps(frame["ts"], frame["fb_total_mib"], step)
+    data.append(
+        _line(x, y, "memory total", COLORS["capacity"], "MiB")
+        | {"xaxis": "x2", "yaxis": "y2", "line": {"color": COLORS["capacity"], "dash": "dot"}}
+    )
+    layout["yaxis"]["range"] = [0, 105]
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "yref": "y",
+            "y0": idle_pct,
+            "y1": idle_pct,
+            "line": {"color": COLORS["idle"], "dash": "dot", "width": 1},
+        }
+    ]
+    layout["margin"] = {"l": 72, "r": 24, "t": 24, "b": 48}
+    return {"data": data, "layout": layout}

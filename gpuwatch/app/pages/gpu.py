@@ -1,0 +1,167 @@
+"""One GPU unit's history at full sample resolution: utilization, memory, temperature, power,
+and the pods that held it. ``/gpu?id=..`` (the store's id of the unit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import numpy as np
+import pandas as pd
+from dash import dcc, html
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.summary import sample_measures
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import card, empty_state, html_table, section, shell
+from gpuwatch.app.context import page_context, query_value
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.figures import gpu_history_figure
+from gpuwatch.app.views_gpu import unit_label
+from gpuwatch.app.views_store import gpu_history
+
+PAGE, PATH, TITLE = "gpu", "/gpu", "GPU"
+
+
+def find_unit(snap: Snapshot, raw_id: str | None) -> pd.Series | None:
+    try:
+        gpu_id = int(raw_id or "")
+    except ValueError:
+        return None
+    rows = snap.units[snap.units["gpu_id"].eq(gpu_id)]
+    return None if rows.empty else rows.iloc[0]
+
+
+def holders(history: pd.DataFrame) -> pd.DataFrame:
+    """The pods that held the unit in the window: first and last sample, hours, utilization."""
+    held = history[history[c.ALLOCATED].astype(bool)]
+    if held.empty:
+        return pd.DataFrame()
+    keys = ["cluster", "namespace", "workload_kind", "workload", "pod"]
+    frame = held.assign(used=held[c.UTIL] * held[c.GPU_HOURS]).astype({k: object for k in keys})
+    g = frame.groupby(keys, sort=False)
+    out = g.agg(
+        first_ts=("ts", "min"),
+        last_ts=("ts", "max"),
+        hours=(c.GPU_HOURS, "sum"),
+        used=("used", "sum"),
+    ).reset_index()
+    out["util_pct"] = (100.0 * out["used"] / out["hours"]).where(out["hours"] > 0)
+    return out.sort_values("last_ts", ascending=False).reset_index(drop=True)
+
+
+def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters) -> html.Div:
+    m = sample_measures(history, idle_ratio) if len(history) else {}
+    hours = float(history[c.GPU_HOURS].sum()) if len(history) else 0.0
+    used = float(np.sum(history[c.UTIL] * history[c.GPU_HOURS])) if len(history) else 0.0
+    held = float(np.sum(m.get(c.ALLOCATED_GPU_HOURS, 0.0)))
+    node_link = dcc.Link(
+        fmt.text(unit["node"]),
+        className="gw-link",
+        href=f.with_(cluster=str(unit["cluster"])).href("/node", name=unit["node"]),
+    )
+    xid = history["xid"].fillna(0).ne(0) if len(history) else pd.Series(dtype=bool)
+    return html.Div(
+        [
+            card("Node", node_link, f"cluster {unit['cluster']}", "node", text=True),
+            card(
+                "GPU model",
+                fmt.text(unit["gpu_model"]),
+                f"{fmt.usd(unit['usd_per_hour'])} per hour",
+                "model",
+                text=True,
+            ),
+            card(
+                "Utilization",
+                fmt.pct(100 * used / hours if hours else None),
+                "mean over samples with data",
+                "util",
+            ),
+            card(
+                "Held by pods",
+                fmt.pct(100 * held / hours if hours else None),
+                fmt.gpu_hours(held),
+                "held",
+            ),
+            card(
+                "Idle cost",
+                fmt.usd(float(np.sum(m.get(c.IDLE_COST_USD, 0.0)))),
+                "held below the idle threshold",
+                "idle-cost",
+            ),
+            card(
+                "Peak temperature",
+                fmt.with_unit(history["temp_c"].max() if len(history) else None, "°C"),
+                "in the window",
+                "temp",
+            ),
+            card(
+                "XID errors", fmt.number(int(xid.sum())), "samples with a non-zero XID code", "xid"
+            ),
+        ],
+        className="gw-cards",
+        id="gpu-cards",
+    )
+
+
+def holders_table(history: pd.DataFrame, f: Filters) -> Any:
+    frame = holders(history)
+    if frame.empty:
+        return html.P("No pod held this GPU in this window.", className="gw-note")
+
+    def link(r: dict[str, Any]) -> Any:
+        href = f.href(
+            "/workload",
+            cluster=r["cluster"],
+            namespace=r["namespace"],
+            kind=r["workload_kind"],
+            name=r["workload"],
+        )
+        return dcc.Link(fmt.text(r["workload"]), href=href, className="gw-link")
+
+    columns = [
+        ("Pod", lambda r: fmt.text(r["pod"])),
+        ("Workload", link),
+        ("Namespace", lambda r: fmt.text(r["namespace"])),
+        ("From", lambda r: fmt.when(r["first_ts"])),
+        ("To (last sample)", lambda r: fmt.when(r["last_ts"])),
+        ("Held", lambda r: fmt.gpu_hours(r["hours"])),
+        ("Utilization", lambda r: fmt.pct(r["util_pct"])),
+    ]
+    return html_table("gpu-holders", columns, frame.to_dict("records"))
+
+
+def layout(**query: Any) -> html.Div:
+    ctx = page_context(query)
+    snap, f = ctx.snap, ctx.filters
+    unit = None if snap.empty else find_unit(snap, query_value(query, "id"))
+    if unit is None:
+        content: Any = empty_state(
+            PAGE,
+            "Unknown GPU",
+            "No GPU unit with this id in the store.",
+            (f.href("/gpus"), "All GPUs & nodes"),
+        )
+        return shell(PAGE, PATH, TITLE, f, snap, None, content)
+    history = gpu_history(ctx.source.data, snap, int(unit["gpu_id"]), f)
+    idle_pct = ctx.source.settings.thresholds.idle_util_pct
+    label = unit_label(
+        unit["gpu_uuid"], unit["mig_profile"], unit["slot"], unit["timeslice_replicas"]
+    )
+    content = [
+        cards(unit, history, idle_pct / 100.0, f),
+        section(
+            "History",
+            dcc.Graph(id="gpu-history", figure=gpu_history_figure(history, idle_pct)),
+            note=f"Every stored sample ({len(history):,} in the window); "
+            "gaps are missing samples (no data), never idle.",
+        ),
+        section("Pods that held it", holders_table(history, f)),
+    ]
+    note = f"UUID {fmt.text(unit['gpu_uuid'])}"
+    return shell(PAGE, PATH, f"GPU {label}", f, snap, None, content, note=note)
+
+
+dash.register_page(  # type: ignore[no-untyped-call]
+    __name__, path=PATH, name=TITLE, title="gpuwatch · GPU", order=22, layout=layout
+)

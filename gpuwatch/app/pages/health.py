@@ -1,0 +1,130 @@
+"""Data health: is the data behind every other page complete? Per cluster the last collection,
+per node coverage, the utilization signal, GPUs never attributed to a pod and exporter gaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import dcc, html
+
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import html_table, no_data, section, shell
+from gpuwatch.app.context import page_context
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.pages.gpus import node_href
+from gpuwatch.app.views import options
+from gpuwatch.app.views_gpu import health_by_node
+
+PAGE, PATH, TITLE = "health", "/health", "Data health"
+
+LABELS_NOTE = (
+    "Label variants (exported_pod or pod, UUID or uuid, Hostname or hostname) are resolved "
+    "at collection and only the normalised labels are stored, so this page cannot say which "
+    "variant each exporter sent."
+)
+
+
+def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    rows = []
+    for row in snap.collection.to_dict("records"):
+        detail = row.get("detail") or {}
+        step = detail.get("step_s") if isinstance(detail, dict) else None
+        rows.append(
+            {
+                "cluster": fmt.text(row["cluster"]),
+                "source": fmt.text(row["source"]),
+                "watermark": fmt.when(row["watermark_ts"]),
+                "updated": fmt.when(row["updated_ts"]),
+                "step": fmt.duration(step) if step else fmt.DASH,
+            }
+        )
+    return rows
+
+
+def collection_table(snap: Snapshot) -> Any:
+    rows = collection_rows(snap)
+    if not rows:
+        return html.P("No collection recorded yet: run `gpuwatch collect`.", className="gw-note")
+    columns = [
+        ("Cluster", lambda r: r["cluster"]),
+        ("Source", lambda r: r["source"]),
+        ("Collected up to", lambda r: r["watermark"]),
+        ("Last collection", lambda r: r["updated"]),
+        ("Step", lambda r: r["step"]),
+    ]
+    return html_table("health-collection", columns, rows)
+
+
+def _gap_text(row: dict[str, Any]) -> str:
+    count = int(row["gaps"] or 0)
+    if count == 0:
+        return "none"
+    total, longest = fmt.duration(row["gap_s"]), fmt.duration(row["longest_gap_s"])
+    return f"{count} ({total} in all, longest {longest})"
+
+
+def nodes_table(snap: Snapshot, f: Filters) -> Any:
+    frame = health_by_node(snap, f)
+    columns = [
+        (
+            "Node",
+            lambda r: dcc.Link(
+                fmt.text(r["node"]) or "(unknown node)",
+                className="gw-link",
+                href=node_href(f, r["cluster"], r["node"]),
+            ),
+        ),
+        ("Cluster", lambda r: fmt.text(r["cluster"])),
+        ("GPU units", lambda r: fmt.number(r["gpu_units"])),
+        ("Coverage", lambda r: fmt.ratio_pct(r["coverage_ratio"])),
+        ("Utilization signal", lambda r: r["util_signal"]),
+        ("GPUs without pod attribution", lambda r: fmt.number(r["unattributed"])),
+        ("Exporter gaps", _gap_text),
+        ("Last sample", lambda r: fmt.when(r["last_ts"])),
+    ]
+    return html_table("health-nodes", columns, frame.astype(object).to_dict("records"))
+
+
+def body(snap: Snapshot, f: Filters) -> list[Any]:
+    frame = health_by_node(snap, f)
+    weak = frame[frame["coverage_ratio"].lt(0.95).fillna(False).astype(bool)]
+    summary = (
+        f"{len(frame)} nodes; {len(weak)} below 95% coverage; "
+        f"{int(pd.to_numeric(frame['gaps']).fillna(0).sum())} exporter gaps in the window."
+    )
+    return [
+        section(
+            "Collection",
+            collection_table(snap),
+            note="Per cluster and source: the point up to which collection is complete.",
+        ),
+        section(
+            "Nodes",
+            html.P(summary, className="gw-note", id="health-summary"),
+            nodes_table(snap, f),
+            note="Coverage: hours with a sample ÷ hours the GPUs existed (missing samples "
+            "are no data, never idle). A GPU without pod attribution was never held by a "
+            "pod in the window: idle capacity, or DCGM without pod labels there.",
+        ),
+        section("Labels", html.P(LABELS_NOTE, className="gw-note")),
+    ]
+
+
+def layout(**query: Any) -> html.Div:
+    ctx = page_context(query)
+    snap, f = ctx.snap, ctx.filters
+    if snap.empty:
+        return no_data(PAGE, PATH, TITLE, f, snap)
+    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(snap, f))
+
+
+def warm(data: DashboardData, snap: Snapshot) -> None:
+    if not snap.empty:
+        body(snap, Filters())
+
+
+dash.register_page(  # type: ignore[no-untyped-call]
+    __name__, path=PATH, name=TITLE, title="gpuwatch · Data health", order=7, layout=layout
+)

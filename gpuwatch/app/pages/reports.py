@@ -1,0 +1,186 @@
+"""Reports: the weekly waste report of an ISO week, previewed, and downloadable as the exact
+CSV ``gpuwatch report weekly --week`` writes. ``/reports?week=2026-W46``."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import dash
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import (
+    URL_ID,
+    card,
+    data_table,
+    empty_state,
+    money_column,
+    no_data,
+    number_column,
+    section,
+    shell,
+    text_column,
+)
+from gpuwatch.app.context import page_context, query_value
+from gpuwatch.app.data import DashboardData, Snapshot
+from gpuwatch.app.server import data_source
+from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv
+from gpuwatch.report.weekly import HEADER, IDLE_NAMESPACE
+
+PAGE, PATH, TITLE = "reports", "/reports", "Reports"
+
+_NUMERIC = {
+    "gpus_requested": 0,
+    "allocated_gpu_hours": 2,
+    "used_gpu_hours": 2,
+    "efficiency_pct": 1,
+    "idle_gpu_hours": 2,
+}
+_MONEY = {"allocated_cost_usd", "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd"}
+COLUMNS = [
+    money_column(name)
+    if name in _MONEY
+    else number_column(name, digits=_NUMERIC[name])
+    if name in _NUMERIC
+    else text_column(name)
+    for name in HEADER
+]
+
+
+def chosen_week(snap: Snapshot, query: dict[str, Any]) -> str | None:
+    week = query_value(query, "week")
+    return week if week in report_weeks(snap) else default_week(snap)
+
+
+def download(n_clicks: int | None, week: str | None) -> Any:
+    """The week's report as the CLI's CSV, byte for byte."""
+    if not n_clicks or not week:
+        return dash.no_update
+    source = data_source()
+    snap = source.data.current()
+    if week not in report_weeks(snap):
+        return dash.no_update
+    return {
+        "content": weekly_csv(source.data, snap, week),
+        "filename": f"gpuwatch-weekly-{week}.csv",
+        "type": "text/csv",
+    }
+
+
+def pick_week(week: str | None, shown: str | None, search: str | None) -> Any:
+    """A week picked: the URL's query names it (so the view can be shared)."""
+    if not week or week == shown:
+        return dash.no_update
+    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != "week"]
+    return "?" + urlencode([*params, ("week", week)])
+
+
+dash.callback(
+    Output("reports-download", "data"),
+    Input("reports-download-button", "n_clicks"),
+    State("reports-week", "value"),
+    prevent_initial_call=True,
+)(download)
+dash.callback(
+    Output(URL_ID, "search", allow_duplicate=True),
+    Input("reports-week", "value"),
+    State("reports-shown-week", "children"),
+    State(URL_ID, "search"),
+    prevent_initial_call=True,
+)(pick_week)
+
+
+def summary_cards(frame: pd.DataFrame) -> html.Div:
+    idle_rows = frame["namespace"].eq(IDLE_NAMESPACE)
+    held = frame[~idle_rows]
+    return html.Div(
+        [
+            card("Rows", fmt.number(len(frame)), f"{len(held)} workload rows", "rows"),
+            card(
+                "Allocated cost",
+                fmt.usd(held["allocated_cost_usd"].sum()),
+                "held by workloads",
+                "allocated",
+            ),
+            card(
+                "Idle cost",
+                fmt.usd(held["idle_cost_usd"].sum()),
+                "allocated, below the idle threshold",
+                "idle",
+            ),
+            card(
+                "Unallocated cost",
+                fmt.usd(frame.loc[idle_rows, "allocated_cost_usd"].sum()),
+                "rows __idle__",
+                "unallocated",
+            ),
+            card(
+                "Savings / month",
+                fmt.usd(held["est_monthly_savings_usd"].sum()),
+                "largest recommendation per row",
+                "savings",
+            ),
+        ],
+        className="gw-cards",
+        id="reports-cards",
+    )
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = frame[list(HEADER)].astype(object).where(frame.notna(), None)
+    return out.to_dict("records")  # type: ignore[return-value]
+
+
+def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
+    weeks = report_weeks(snap)
+    frame = weekly(data, snap, week)
+    picker = html.Div(
+        [
+            html.Label("ISO week", htmlFor="reports-week"),
+            dcc.Dropdown(
+                id="reports-week",
+                options=[{"label": w, "value": w} for w in weeks],
+                value=week,
+                clearable=False,
+                className="gw-dropdown gw-week",
+            ),
+            html.Button("Download CSV", id="reports-download-button", className="gw-button"),
+            dcc.Download(id="reports-download"),
+            html.Span(week, id="reports-shown-week", hidden=True),
+        ],
+        className="gw-actions",
+    )
+    if frame.empty:
+        preview: list[Any] = [empty_state(PAGE, "No samples in this week", "Pick another week.")]
+    else:
+        preview = [
+            summary_cards(frame),
+            data_table("reports-table", COLUMNS, records(frame), page_size=20),
+        ]
+    note = (
+        "The whole fleet, Monday 00:00 UTC to the next Monday, one row per workload and GPU "
+        "model plus unallocated capacity per node (namespace __idle__), by idle cost."
+    )
+    return [section(f"Weekly waste report {week}", picker, *preview, note=note)]
+
+
+def layout(**query: Any) -> html.Div:
+    ctx = page_context(query)
+    snap, f = ctx.snap, ctx.filters
+    week = None if snap.empty else chosen_week(snap, query)
+    if week is None:
+        return no_data(PAGE, PATH, TITLE, f, snap)
+    return shell(PAGE, PATH, TITLE, f, snap, None, body(ctx.source.data, snap, week), filters=False)
+
+
+def warm(data: DashboardData, snap: Snapshot) -> None:
+    week = default_week(snap)
+    if week is not None:
+        weekly(data, snap, week)
+
+
+dash.register_page(  # type: ignore[no-untyped-call]
+    __name__, path=PATH, name=TITLE, title="gpuwatch · Reports", order=5, layout=layout
+)

@@ -1,0 +1,178 @@
+"""Savings: every recommendation of the window, sortable and filterable, with its evidence and
+a CSV download (the same CSV as ``gpuwatch recommend --format csv`` over the window)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+import dash
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from gpuwatch.analytics.render import render_csv
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import (
+    URL_ID,
+    card,
+    data_table,
+    money_column,
+    no_data,
+    records_of,
+    section,
+    shell,
+    text_column,
+)
+from gpuwatch.app.context import page_context
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.pages.workloads import workload_href
+from gpuwatch.app.server import data_source
+from gpuwatch.app.views import best_savings, options, recommendations
+
+PAGE, PATH, TITLE = "savings", "/savings", "Savings"
+
+COLUMNS = [
+    text_column("workload"),
+    text_column("namespace"),
+    text_column("cluster"),
+    text_column("team"),
+    text_column("gpu_model"),
+    text_column("kind"),
+    text_column("current"),
+    text_column("suggested"),
+    text_column("confidence"),
+    money_column("est_monthly_savings_usd"),
+    text_column("evidence"),
+]
+_TEXT = [col["id"] for col in COLUMNS if col["type"] == "text"]
+
+
+def records(recs: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
+    """One row per recommendation, evidence as a line of text, linked to its workload."""
+    rows = []
+    for rec in records_of(recs):
+        row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n != "evidence"}
+        row["evidence"] = fmt.evidence(rec["evidence"])
+        row["est_monthly_savings_usd"] = round(float(rec["est_monthly_savings_usd"]), 2)
+        row["id"] = workload_href(f, rec)
+        rows.append(row)
+    return rows
+
+
+def download_csv(n_clicks: int | None, search: str | None) -> Any:
+    """The CSV of the recommendations under the URL's filters."""
+    if not n_clicks:
+        return dash.no_update
+    f = Filters.from_query(dict(parse_qsl((search or "").lstrip("?"))))
+    snap = data_source().data.current()
+    frame = recommendations(snap, f)
+    return {
+        "content": render_csv(frame),
+        "filename": f"gpuwatch-recommendations-{f.window}.csv",
+        "type": "text/csv",
+    }
+
+
+def open_row(active_cell: dict[str, Any] | None) -> Any:
+    if not active_cell or active_cell.get("column_id") != "workload":
+        return dash.no_update
+    return str(active_cell.get("row_id") or dash.no_update)
+
+
+dash.callback(
+    Output("savings-download", "data"),
+    Input("savings-download-button", "n_clicks"),
+    State(URL_ID, "search"),
+    prevent_initial_call=True,
+)(download_csv)
+dash.callback(
+    Output(URL_ID, "href", allow_duplicate=True),
+    Input("savings-table", "active_cell"),
+    prevent_initial_call=True,
+)(open_row)
+
+
+def body(snap: Snapshot, f: Filters) -> list[Any]:
+    recs = recommendations(snap, f)
+    best = best_savings(recs)
+    kinds = recs.groupby("kind")["est_monthly_savings_usd"].sum().sort_values(ascending=False)
+    summary = [
+        card(
+            "Potential savings / month",
+            fmt.usd(best["est_monthly_savings_usd"].sum()),
+            "largest recommendation per workload",
+            "total",
+        ),
+        card("Recommendations", fmt.number(len(recs)), f"for {len(best)} workloads", "count"),
+        card(
+            "High confidence",
+            fmt.number(int(recs["confidence"].eq("high").sum())),
+            "≥ 168 h observed with pod-level attribution",
+            "high",
+        ),
+    ] + [
+        card(
+            str(kind).replace("_", " "),
+            fmt.usd(value),
+            "per month, sum of this kind",
+            f"kind-{kind}",
+        )
+        for kind, value in kinds.head(4).items()
+    ]
+    table = data_table(
+        "savings-table",
+        COLUMNS,
+        records(recs, f),
+        filter_action="native",
+        style_data_conditional=[
+            {"if": {"column_id": "workload"}, "color": "#2563eb", "cursor": "pointer"}
+        ],
+        style_cell_conditional=[
+            {
+                "if": {"column_id": "evidence"},
+                "width": "440px",
+                "minWidth": "440px",
+                "maxWidth": "440px",
+                "whiteSpace": "normal",
+                "fontSize": "11px",
+            },
+            {"if": {"column_type": "numeric"}, "textAlign": "right"},
+        ],
+    )
+    actions = html.Div(
+        [
+            html.Button("Download CSV", id="savings-download-button", className="gw-button"),
+            dcc.Download(id="savings-download"),
+        ],
+        className="gw-actions",
+    )
+    note = (
+        "Kinds overlap (a workload may be told to use spot and to use fewer GPUs): the total "
+        "counts the largest saving per workload. Type in the row under the headings to filter."
+    )
+    return [
+        html.Div(summary, className="gw-cards", id="savings-cards"),
+        section("Recommendations", actions, table, note=note),
+    ]
+
+
+def layout(**query: Any) -> html.Div:
+    ctx = page_context(query)
+    snap, f = ctx.snap, ctx.filters
+    if snap.empty:
+        return no_data(PAGE, PATH, TITLE, f, snap)
+    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(snap, f))
+
+
+def warm(data: DashboardData, snap: Snapshot) -> None:
+    """Recommendations of every window, the default view first."""
+    if snap.empty:
+        return
+    body(snap, Filters())
+    for window in ("24h", "3d", "14d", "30d"):
+        recommendations(snap, Filters(window=window))
+
+
+dash.register_page(  # type: ignore[no-untyped-call]
+    __name__, path=PATH, name=TITLE, title="gpuwatch · Savings", order=4, layout=layout
+)

@@ -1,0 +1,326 @@
+"""What the fleet pages show, as plain frames: pure functions of a snapshot and the filters.
+
+Every function memoizes its result in the snapshot under (name, filters), so a filter change
+recomputes only what changed, and new data (a new snapshot) starts from an empty cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.grouping import group_ids, top_label
+from gpuwatch.analytics.recommend import (
+    Context,
+    empty_recommendations,
+    mig_capable_nodes,
+    recommend_from_stats,
+    workload_resources,
+)
+from gpuwatch.analytics.summary import add_ratios, unit_coverage
+from gpuwatch.analytics.workloads import workload_stats
+from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
+from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
+
+WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
+_FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"))
+_POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
+
+
+def window_bounds(snap: Snapshot, f: Filters) -> tuple[int, int]:
+    """``[start_ts, end_ts)`` of the filter's window, ending at the hour after the last sample."""
+    return snap.end_ts - int(WINDOWS[f.window] * DAY_S), snap.end_ts
+
+
+def equals(column: pd.Series, value: str) -> np.ndarray:
+    """Rows whose ``column`` is ``value`` (categorical columns compare codes: fast)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = column.cat.categories
+        if value not in categories:
+            return np.zeros(len(column), dtype=bool)
+        return np.asarray(column.cat.codes.to_numpy() == categories.get_loc(value), dtype=bool)
+    return column.astype(object).eq(value).to_numpy(dtype=bool)
+
+
+def _mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
+    mask = np.ones(len(frame), dtype=bool)
+    for attr, column in pairs:
+        value = getattr(f, attr)
+        if value is not None:
+            mask &= equals(frame[column], value)
+    return mask
+
+
+def cost_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """The hourly cost roll-up rows of the window and filters."""
+
+    def compute() -> pd.DataFrame:
+        start, end = window_bounds(snap, f)
+        rows = snap.cost
+        ts = rows["bucket_ts"].to_numpy()
+        mask = (ts >= start) & (ts < end) & _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        return pd.DataFrame(rows[mask])
+
+    return snap.memo(("cost_rows", f), compute)
+
+
+def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:
+    """GPU units in scope: of the cluster and model; with a team or namespace, those it held."""
+
+    def compute() -> np.ndarray:
+        units = snap.units[_mask(snap.units, f, _FILTER_COLUMNS)]
+        ids = units["gpu_id"].to_numpy(dtype="int64")
+        if f.team is not None or f.namespace is not None:
+            held = cost_rows(snap, f)
+            ids = np.intersect1d(ids, held.loc[held["pod_id"] != NO_POD, "gpu_id"].unique())
+        return ids
+
+    return snap.memo(("unit_ids", f), compute)
+
+
+def gpu_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """The hourly per-GPU roll-up rows of the window, for the units in scope."""
+
+    def compute() -> pd.DataFrame:
+        start, end = window_bounds(snap, f)
+        rows = snap.gpu
+        ts = rows["bucket_ts"].to_numpy()
+        mask = (ts >= start) & (ts < end) & rows["gpu_id"].isin(unit_ids(snap, f)).to_numpy()
+        return rows[mask]
+
+    return snap.memo(("gpu_rows", f), compute)
+
+
+def sums(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Summed cost-model quantities per group (one row when ``by`` is empty), with ratios."""
+    names = list(COST_SUMS)
+    if not by:
+        frame = (
+            pd.DataFrame([rows[names].sum()])
+            if len(rows)
+            else pd.DataFrame([dict.fromkeys(names, 0.0)])
+        )
+    else:
+        grouped = rows.groupby(by, observed=True, dropna=True, sort=True)
+        frame = grouped[names].sum().reset_index()
+        for name in by:
+            if isinstance(frame[name].dtype, pd.CategoricalDtype):
+                frame[name] = frame[name].astype(object)
+    return add_ratios(frame)
+
+
+@dataclass(frozen=True)
+class Headline:
+    gpu_units: int
+    capacity_gpu_hours: float
+    allocated_gpu_hours: float
+    allocated_pct: float
+    efficiency_pct: float
+    total_cost_usd: float
+    allocated_cost_usd: float
+    idle_cost_usd: float
+    unused_cost_usd: float
+    unallocated_cost_usd: float
+    monthly_savings_usd: float
+    recommendations: int
+    coverage_ratio: float
+    window_start_ts: int
+    window_end_ts: int
+
+
+def coverage(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Per unit in scope: hours it existed in the window, hours with data, coverage."""
+
+    def compute() -> pd.DataFrame:
+        start, end = window_bounds(snap, f)
+        units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
+        return unit_coverage(gpu_rows(snap, f), units, start, end)
+
+    return snap.memo(("coverage", f), compute)
+
+
+def _ratio(a: float, b: float) -> float:
+    return 100.0 * a / b if b > 0 else math.nan
+
+
+def headline(snap: Snapshot, f: Filters) -> Headline:
+    """The overview's headline figures for the window and filters."""
+
+    def compute() -> Headline:
+        rows = cost_rows(snap, f)
+        total = sums(rows, []).iloc[0]
+        cov = coverage(snap, f)
+        observed = float(cov[c.OBSERVED_HOURS].sum())
+        recs = recommendations(snap, f)
+        start, end = window_bounds(snap, f)
+        return Headline(
+            gpu_units=int(rows.loc[rows[c.GPU_HOURS] > 0, "gpu_id"].nunique()),
+            capacity_gpu_hours=float(total[c.CAPACITY_GPU_HOURS]),
+            allocated_gpu_hours=float(total[c.ALLOCATED_GPU_HOURS]),
+            allocated_pct=_ratio(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
+            efficiency_pct=_ratio(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
+            total_cost_usd=float(total[c.CAPACITY_COST_USD]),
+            allocated_cost_usd=float(total[c.ALLOCATED_COST_USD]),
+            idle_cost_usd=float(total[c.IDLE_COST_USD]),
+            unused_cost_usd=float(total[c.UNUSED_COST_USD]),
+            unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
+            monthly_savings_usd=float(best_savings(recs)["est_monthly_savings_usd"].sum()),
+            recommendations=len(recs),
+            coverage_ratio=float(cov[c.GPU_HOURS].sum()) / observed if observed > 0 else math.nan,
+            window_start_ts=start,
+            window_end_ts=end,
+        )
+
+    return snap.memo(("headline", f), compute)
+
+
+def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
+    """Every recommendation for a window (as ``gpuwatch recommend`` over the same window)."""
+
+    def compute() -> pd.DataFrame:
+        start, end = window_bounds(snap, Filters(window=window))
+        held = snap.held
+        rows = held[(held["ts"] >= start) & (held["ts"] < end)]
+        if rows.empty:
+            return empty_recommendations()
+        stats = workload_stats(rows, snap.policy, snap.price_book, snap.units)
+        ctx = Context(
+            snap.policy,
+            snap.price_book,
+            mig_capable_nodes(snap.nodes),
+            workload_resources(snap.pods),
+        )
+        return recommend_from_stats(stats, ctx, (end - start) / 3600.0)
+
+    return snap.memo(("recommendations", window), compute, pin=True)
+
+
+def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """The window's recommendations for the filters' cluster, team, namespace and model."""
+
+    def compute() -> pd.DataFrame:
+        recs = window_recommendations(snap, f.window)
+        return recs[_mask(recs, f, _FILTER_COLUMNS + _POD_FILTERS)].reset_index(drop=True)
+
+    return snap.memo(("recommendations_for", f), compute)
+
+
+def best_savings(recs: pd.DataFrame) -> pd.DataFrame:
+    """Per workload and GPU model, its largest saving (savings of different kinds overlap)."""
+    keys = list(c.WORKLOAD_KEYS)
+    if recs.empty:
+        return pd.DataFrame(columns=[*keys, "team", "kind", "est_monthly_savings_usd"])
+    ordered = recs.sort_values("est_monthly_savings_usd", ascending=False, kind="stable")
+    best = ordered.drop_duplicates(keys, keep="first")
+    return best[[*keys, "team", "kind", "est_monthly_savings_usd"]].reset_index(drop=True)
+
+
+def _savings_by(recs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    best = best_savings(recs)
+    if best.empty:
+        return pd.DataFrame(columns=[*by, "est_monthly_savings_usd"])
+    best = best.astype({name: object for name in by})
+    return best.groupby(by, sort=False)["est_monthly_savings_usd"].sum().reset_index()
+
+
+def breakdown(snap: Snapshot, f: Filters, by: tuple[str, ...]) -> pd.DataFrame:
+    """Sums per group of ``by`` (allocated rows only for pod-side keys), with monthly savings."""
+
+    def compute() -> pd.DataFrame:
+        rows = cost_rows(snap, f)
+        if set(by) & {"team", "namespace", "workload", "workload_kind"}:
+            rows = rows[rows["pod_id"] != NO_POD]
+        out = sums(rows, list(by))
+        savings = _savings_by(recommendations(snap, f), list(by))
+        out = out.merge(savings, on=list(by), how="left")
+        out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].astype(float).fillna(0.0)
+        return out.sort_values(c.IDLE_COST_USD, ascending=False, kind="stable").reset_index(
+            drop=True
+        )
+
+    return snap.memo(("breakdown", f, by), compute)
+
+
+def workloads(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Per workload: sums, savings, its team (most GPU-hours) and GPU models."""
+
+    def compute() -> pd.DataFrame:
+        out = breakdown(snap, f, tuple(WORKLOAD))
+        rows = cost_rows(snap, f)
+        rows = rows[rows["pod_id"] != NO_POD].reset_index(drop=True)
+        if rows.empty:
+            return out.assign(team=pd.Series(dtype=object), gpu_models=pd.Series(dtype=object))
+        wid, first = group_ids(rows[WORKLOAD])
+        hours = rows[c.ALLOCATED_GPU_HOURS].to_numpy(dtype="float64")
+        facts = rows.loc[first, WORKLOAD].astype(object).reset_index(drop=True)
+        facts["team"] = top_label(wid, len(first), rows["team"], hours)
+        pairs = pd.DataFrame({"w": wid, "m": rows["gpu_model"].astype(object)}).drop_duplicates()
+        models = pairs.dropna().groupby("w")["m"].agg(lambda s: ", ".join(sorted(map(str, s))))
+        facts["gpu_models"] = models.reindex(range(len(first))).to_numpy()
+        return out.merge(facts, on=WORKLOAD, how="left")
+
+    return snap.memo(("workloads", f), compute)
+
+
+def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndarray:
+    """Hours each bucket stands for: the last one only up to the end of the last sample."""
+    last_end = (snap.marker.last_ts or 0) + snap.step_s
+    hours = np.clip(np.minimum(buckets + bucket_s, last_end) - buckets, 1, None) / 3600.0
+    return np.asarray(hours, dtype="float64")
+
+
+def capacity_series(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Per hour: mean GPU units with data, held by pods and busy (util-weighted), and pending."""
+
+    def compute() -> pd.DataFrame:
+        rows = cost_rows(snap, f)
+        start, end = window_bounds(snap, f)
+        buckets = np.arange(max(start, snap.span_start_ts), end, HOUR_S, dtype="int64")
+        grouped = rows.groupby("bucket_ts")[
+            [c.GPU_HOURS, c.ALLOCATED_GPU_HOURS, c.USED_GPU_HOURS]
+        ].sum()
+        grouped = grouped.reindex(buckets, fill_value=0.0)
+        hours = _bucket_hours(snap, buckets, HOUR_S)
+        out = pd.DataFrame({c.BUCKET_TS: buckets})
+        out[c.CAPACITY_GPUS] = grouped[c.GPU_HOURS].to_numpy() / hours
+        out[c.ALLOCATED_GPUS] = grouped[c.ALLOCATED_GPU_HOURS].to_numpy() / hours
+        out[c.USED_GPUS] = grouped[c.USED_GPU_HOURS].to_numpy() / hours
+        pods = snap.pods[_mask(snap.pods, f, (("cluster", "cluster"), *_POD_FILTERS))]
+        pending = pending_series(pods, buckets)
+        out[c.PENDING_GPUS] = pending[c.PENDING_GPUS].to_numpy()
+        out[c.PENDING_PODS] = pending[c.PENDING_PODS].to_numpy()
+        return out
+
+    return snap.memo(("capacity_series", f), compute)
+
+
+@dataclass(frozen=True)
+class Options:
+    clusters: list[str]
+    teams: list[str]
+    namespaces: list[str]
+    models: list[str]
+
+
+def _sorted_text(values: pd.Series) -> list[str]:
+    return sorted({str(v) for v in values.dropna()})
+
+
+def options(snap: Snapshot, f: Filters) -> Options:
+    """Choices for the filter bar; namespaces narrow to the chosen cluster and team."""
+
+    def compute() -> Options:
+        pods = snap.pods[snap.pods["gpu_count"].gt(0)]
+        narrowed = pods[_mask(pods, f, (("cluster", "cluster"), ("team", "team")))]
+        return Options(
+            clusters=_sorted_text(snap.units["cluster"]),
+            teams=_sorted_text(pods["team"]),
+            namespaces=_sorted_text(narrowed["namespace"]),
+            models=_sorted_text(snap.units["gpu_model"]),
+        )
+
+    return snap.memo(("options", f.cluster, f.team), compute)

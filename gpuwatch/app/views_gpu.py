@@ -1,0 +1,270 @@
+"""What the GPU, node and workload pages show: pure functions of a snapshot and the filters."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.rollup import HOUR_S, NO_POD
+from gpuwatch.app.views import (
+    WORKLOAD,
+    cost_rows,
+    coverage,
+    equals,
+    gpu_rows,
+    unit_ids,
+    window_bounds,
+    window_recommendations,
+)
+
+MAX_COLUMNS = 300
+
+
+def unit_label(uuid: object, mig_profile: object, slot: object, replicas: object) -> str:
+    """A short name for a GPU unit: its UUID's start, MIG profile and time-slice slot."""
+    text = str(uuid)[:12] if isinstance(uuid, str) and uuid else "GPU"
+    if isinstance(mig_profile, str) and mig_profile:
+        text += f" MIG {mig_profile}"
+    if isinstance(replicas, int | np.integer) and int(replicas) > 1:
+        text += f" slot {slot}"
+    return text
+
+
+def _scoped_units(snap: Snapshot, f: Filters, node: tuple[str, str] | None) -> pd.DataFrame:
+    units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
+    if node is not None:
+        units = units[units["cluster"].eq(node[0]) & units["node"].eq(node[1])]
+    order = ["cluster", "node", "gpu_uuid", "mig_profile", "slot"]
+    units = units.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+    labels = [
+        unit_label(u, m, s, r)
+        for u, m, s, r in units[["gpu_uuid", "mig_profile", "slot", "timeslice_replicas"]]
+        .astype(object)
+        .itertuples(index=False)
+    ]
+    return units.assign(unit=labels)
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """Utilization % per GPU unit (rows) and time column; NaN where there is no data."""
+
+    z: np.ndarray
+    x_ts: np.ndarray
+    units: pd.DataFrame
+    column_s: int
+
+
+def heatmap(
+    snap: Snapshot, f: Filters, node: tuple[str, str] | None = None, max_columns: int = MAX_COLUMNS
+) -> Heatmap:
+    """GPU × time utilization, downsampled to at most ``max_columns`` columns of whole hours."""
+
+    def compute() -> Heatmap:
+        units = _scoped_units(snap, f, node)
+        start, end = window_bounds(snap, f)
+        start = max(start, snap.span_start_ts)
+        hours = max((end - start) // HOUR_S, 1)
+        column_s = math.ceil(hours / max_columns) * HOUR_S
+        n_cols = math.ceil((end - start) / column_s)
+        rows = gpu_rows(snap, f)
+        row_of = pd.Series(np.arange(len(units)), index=units["gpu_id"].to_numpy())
+        r = rows["gpu_id"].map(row_of)
+        keep = r.notna().to_numpy()
+        r_idx = r.to_numpy(dtype="float64")[keep].astype("int64")
+        col = ((rows["bucket_ts"].to_numpy()[keep] - start) // column_s).astype("int64")
+        cell = r_idx * n_cols + col
+        size = len(units) * n_cols
+        util = np.bincount(cell, rows["util_hours"].to_numpy()[keep], size)
+        data = np.bincount(cell, rows[c.GPU_HOURS].to_numpy()[keep], size)
+        z = np.where(data > 0, 100.0 * util / np.where(data > 0, data, 1.0), np.nan)
+        x_ts = start + np.arange(n_cols, dtype="int64") * column_s
+        return Heatmap(z.reshape(len(units), n_cols), x_ts, units, column_s)
+
+    return snap.memo(("heatmap", f, node, max_columns), compute)
+
+
+def gpu_table(
+    snap: Snapshot, f: Filters, temperature_c: float, node: tuple[str, str] | None = None
+) -> pd.DataFrame:
+    """Per GPU unit in scope: utilization, allocation, health and coverage over the window."""
+
+    def compute() -> pd.DataFrame:
+        units = _scoped_units(snap, f, node)
+        rows = gpu_rows(snap, f)
+        g = rows.groupby("gpu_id")
+        stats = g[["samples", c.GPU_HOURS, "util_hours", "xid_samples"]].sum()
+        peaks = ["temp_c_max", "power_w_max", "fb_used_ratio_max", "xid_last", "last_ts"]
+        stats[peaks] = g[peaks].max()
+        held = cost_rows(snap, f)
+        stats["held_gpu_hours"] = held.groupby("gpu_id")[c.ALLOCATED_GPU_HOURS].sum()
+        cov = coverage(snap, f).set_index("gpu_id")[c.COVERAGE_RATIO]
+        out = units.merge(stats.reset_index(), on="gpu_id", how="left")
+        hours = out[c.GPU_HOURS].fillna(0.0)
+        out["util_pct"] = (100.0 * out["util_hours"] / hours).where(hours > 0)
+        out["held_gpu_hours"] = out["held_gpu_hours"].fillna(0.0)
+        out["memory_peak_pct"] = 100.0 * out["fb_used_ratio_max"]
+        out["coverage_ratio"] = out["gpu_id"].map(cov)
+        out["hot"] = out["temp_c_max"].ge(temperature_c).fillna(False)
+        out["memory_full"] = out["memory_peak_pct"].ge(snap.policy.memory_full_pct).fillna(False)
+        out["xid_samples"] = out["xid_samples"].fillna(0.0)
+        return out
+
+    return snap.memo(("gpu_table", f, node, temperature_c), compute)
+
+
+def node_table(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Per node in scope: units, utilization, held hours and costs over the window."""
+
+    def compute() -> pd.DataFrame:
+        rows = cost_rows(snap, f)
+        summed = rows.groupby(["cluster", "node"], observed=True)[
+            [
+                c.GPU_HOURS,
+                c.ALLOCATED_GPU_HOURS,
+                c.USED_GPU_HOURS,
+                c.IDLE_COST_USD,
+                c.UNALLOCATED_COST_USD,
+                c.ALLOCATED_COST_USD,
+            ]
+        ].sum()
+        summed = summed.reset_index().astype({"cluster": object, "node": object})
+        units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
+        counts = units.groupby(["cluster", "node"]).size().rename("gpu_units").reset_index()
+        nodes = snap.nodes.astype({"cluster": object, "node": object})
+        out = counts.astype({"cluster": object, "node": object}).merge(
+            nodes, on=["cluster", "node"], how="left"
+        )
+        out = out.merge(summed, on=["cluster", "node"], how="left").fillna(
+            {c.GPU_HOURS: 0.0, c.ALLOCATED_GPU_HOURS: 0.0, c.USED_GPU_HOURS: 0.0}
+        )
+        hours = out[c.GPU_HOURS]
+        out["allocated_pct"] = (100.0 * out[c.ALLOCATED_GPU_HOURS] / hours).where(hours > 0)
+        alloc = out[c.ALLOCATED_GPU_HOURS]
+        out[c.EFFICIENCY_PCT] = (100.0 * out[c.USED_GPU_HOURS] / alloc).where(alloc > 0)
+        return out.sort_values(["cluster", "node"], kind="stable").reset_index(drop=True)
+
+    return snap.memo(("node_table", f), compute)
+
+
+@dataclass(frozen=True)
+class WorkloadKey:
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+
+    def matches(self, frame: pd.DataFrame) -> np.ndarray:
+        values = (self.cluster, self.namespace, self.kind, self.name)
+        mask = np.ones(len(frame), dtype=bool)
+        for column, value in zip(WORKLOAD, values, strict=True):
+            mask &= equals(frame[column], value)
+        return mask
+
+
+def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+    """The workload's hourly cost rows in the window (other filters do not apply)."""
+
+    def compute() -> pd.DataFrame:
+        rows = cost_rows(snap, Filters(window=f.window))
+        rows = rows[rows["pod_id"] != NO_POD]
+        return rows[key.matches(rows)]
+
+    return snap.memo(("workload_rows", f.window, key), compute)
+
+
+def workload_series(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+    """Per hour and GPU unit the workload held: its utilization % and peak memory (MiB)."""
+    rows = workload_rows(snap, f, key)
+    g = rows.groupby(["bucket_ts", "gpu_id"])
+    out = g[[c.ALLOCATED_GPU_HOURS, c.USED_GPU_HOURS]].sum()
+    out["fb_used_mib_max"] = g["fb_used_mib_max"].max()
+    alloc = out[c.ALLOCATED_GPU_HOURS]
+    out["util_pct"] = (100.0 * out[c.USED_GPU_HOURS] / alloc).where(alloc > 0)
+    out = out.reset_index()
+    labels = _scoped_units(snap, Filters(window=f.window), None).set_index("gpu_id")
+    out["unit"] = out["gpu_id"].map(labels["node"].astype(str) + " · " + labels["unit"])
+    return out
+
+
+def workload_gpus(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+    """The GPU units the workload held in the window, with its hours and use of each."""
+    rows = workload_rows(snap, f, key)
+    g = rows.groupby("gpu_id")
+    out = g[[c.ALLOCATED_GPU_HOURS, c.USED_GPU_HOURS, c.IDLE_GPU_HOURS, c.ALLOCATED_COST_USD]].sum()
+    out["fb_used_mib_max"] = g["fb_used_mib_max"].max()
+    out["last_bucket_ts"] = g["bucket_ts"].max()
+    out = out.reset_index()
+    alloc = out[c.ALLOCATED_GPU_HOURS]
+    out["util_pct"] = (100.0 * out[c.USED_GPU_HOURS] / alloc).where(alloc > 0)
+    units = _scoped_units(snap, Filters(window=f.window), None)
+    out = out.merge(units, on="gpu_id", how="left")
+    return out.sort_values(["node", "unit"], kind="stable").reset_index(drop=True)
+
+
+def workload_pods(snap: Snapshot, key: WorkloadKey) -> pd.DataFrame:
+    """The workload's pods as last seen in the API (newest first)."""
+    pods = snap.pods[key.matches(snap.pods)]
+    return pods.sort_values("created_ts", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def workload_recommendations(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+    recs = window_recommendations(snap, f.window)
+    return recs[key.matches(recs)].reset_index(drop=True)
+
+
+def health_by_node(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Per node: units, coverage, utilization signal, units never attributed, gaps, last sample."""
+
+    def compute() -> pd.DataFrame:
+        units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
+        cov = coverage(snap, f)
+        rows = gpu_rows(snap, f)
+        per_unit = rows.groupby("gpu_id")[["prof_samples", "dev_samples"]].sum()
+        per_unit["last_ts"] = rows.groupby("gpu_id")["last_ts"].max()
+        held = cost_rows(snap, f)
+        attributed = set(held.loc[held["pod_id"] != NO_POD, "gpu_id"].unique().tolist())
+        start, end = window_bounds(snap, f)
+        gaps = snap.gaps[(snap.gaps["gap_end_ts"] > start) & (snap.gaps["gap_start_ts"] < end)]
+        gap_s = np.minimum(gaps["gap_end_ts"], end) - np.maximum(gaps["gap_start_ts"], start)
+        gaps = gaps.assign(gap_s=gap_s)
+        frame = units[["cluster", "node", "gpu_id"]].merge(per_unit.reset_index(), how="left")
+        frame = frame.merge(cov[["gpu_id", c.OBSERVED_HOURS, c.GPU_HOURS]], how="left")
+        frame["unattributed"] = ~frame["gpu_id"].isin(attributed)
+        by_gap = gaps.groupby("gpu_id")["gap_s"].agg(["count", "sum", "max"])
+        frame = frame.merge(by_gap.reset_index(), on="gpu_id", how="left")
+        return _health_per_node(frame)
+
+    return snap.memo(("health_by_node", f), compute)
+
+
+def _signal(prof: float, dev: float) -> str:
+    if prof > 0 and dev > 0:
+        return "mixed"
+    if prof > 0:
+        return "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    return "DCGM_FI_DEV_GPU_UTIL / 100" if dev > 0 else "none"
+
+
+def _health_per_node(frame: pd.DataFrame) -> pd.DataFrame:
+    grouped = frame.groupby(["cluster", "node"], dropna=False, sort=True)
+    out = grouped.agg(
+        gpu_units=("gpu_id", "size"),
+        prof=("prof_samples", "sum"),
+        dev=("dev_samples", "sum"),
+        observed=(c.OBSERVED_HOURS, "sum"),
+        data=(c.GPU_HOURS, "sum"),
+        unattributed=("unattributed", "sum"),
+        gaps=("count", "sum"),
+        gap_s=("sum", "sum"),
+        longest_gap_s=("max", "max"),
+        last_ts=("last_ts", "max"),
+    ).reset_index()
+    out[c.COVERAGE_RATIO] = (out["data"] / out["observed"]).where(out["observed"] > 0)
+    out["util_signal"] = [_signal(p, d) for p, d in zip(out["prof"], out["dev"], strict=True)]
+    return out.drop(columns=["prof", "dev", "data", "observed"])

@@ -1,0 +1,211 @@
+"""Every page in real Chromium: renders without console errors, shows the analytics' numbers,
+keeps filters in the URL, downloads the right files, drills down to one GPU, and shows
+hostile names as text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from gpuwatch.alerts.render import OPERATOR_FILE, render_rules, rule_params_from_settings
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.render import render_csv as recommendations_csv
+from gpuwatch.analytics.summary import summarize
+from gpuwatch.app import format as fmt
+from gpuwatch.app.data import DashboardData, Filters
+from gpuwatch.app.views import recommendations, window_bounds
+from gpuwatch.app.views_store import default_week, weekly_csv
+from gpuwatch.report.inputs import load_inputs, price_book_from
+from tests.browser.conftest import HOSTILE, SCREENSHOTS, Served
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
+]
+WAIT_S = 60
+
+PAGES = [
+    ("/", "overview"),
+    ("/teams", "teams"),
+    ("/workloads", "workloads"),
+    ("/gpus", "gpus"),
+    ("/savings", "savings"),
+    ("/reports", "reports"),
+    ("/alerts", "alerts"),
+    ("/health", "health"),
+]
+
+
+def wait(driver: Any) -> WebDriverWait:
+    return WebDriverWait(driver, WAIT_S)
+
+
+def open_page(driver: Any, served: Served, path: str, page: str) -> None:
+    driver.get(served.url + path)
+    wait(driver).until(ec.presence_of_element_located((By.ID, f"{page}-body")))
+
+
+def severe(driver: Any) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def screenshot(driver: Any, name: str) -> None:
+    height = int(driver.execute_script("return document.body.scrollHeight"))
+    driver.set_window_size(1440, min(max(height + 40, 1000), 6000))
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    driver.set_window_size(1440, 1000)
+
+
+def wait_for_graphs(driver: Any) -> None:
+    """Until every graph on the page has drawn (queried afresh: pages may re-render)."""
+    script = (
+        "return Array.from(document.querySelectorAll('.dash-graph'))"
+        ".every(e => e.querySelector('.main-svg') !== null);"
+    )
+    wait(driver).until(lambda d: d.execute_script(script))
+
+
+def card_value(driver: Any, key: str) -> str:
+    element = driver.find_element(By.CSS_SELECTOR, f"#card-{key} .gw-card-value")
+    return str(element.text)
+
+
+def expected_totals(served: Served, f: Filters) -> Any:
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    start, end = window_bounds(snap, f)
+    inputs = load_inputs(served.engine, start, end)
+    costed = prepare(inputs.samples, inputs.pods, price_book_from(served.settings))
+    if f.cluster:
+        costed = costed[costed["cluster"].astype(object).eq(f.cluster).to_numpy(dtype=bool)]
+    return summarize(costed, [], served.settings.thresholds.idle_util_pct / 100).iloc[0]
+
+
+@pytest.mark.parametrize(("path", "page"), PAGES, ids=[p for _, p in PAGES])
+def test_page_renders_without_console_errors(
+    driver: Any, served: Served, path: str, page: str
+) -> None:
+    driver.get_log("browser")
+    open_page(driver, served, path, page)
+    wait_for_graphs(driver)
+    assert driver.find_elements(By.CSS_SELECTOR, ".gw-nav-link.gw-active")
+    assert not driver.find_elements(By.CSS_SELECTOR, ".gw-empty")
+    screenshot(driver, page)
+    assert severe(driver) == []
+
+
+def test_detail_pages_render(driver: Any, served: Served) -> None:
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    unit = snap.units.iloc[0]
+    for path, page in (
+        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
+        (f"/gpu?id={int(unit['gpu_id'])}", "gpu"),
+        (
+            "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain",
+            "workload",
+        ),
+    ):
+        driver.get_log("browser")
+        open_page(driver, served, path, page)
+        wait_for_graphs(driver)
+        screenshot(driver, page)
+        assert severe(driver) == []
+
+
+def test_headline_numbers_equal_the_analytics(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    total = expected_totals(served, Filters())
+    assert card_value(driver, "total-cost") == fmt.usd(total[c.CAPACITY_COST_USD])
+    assert card_value(driver, "idle-cost") == fmt.usd(total[c.IDLE_COST_USD])
+    assert card_value(driver, "unallocated-cost") == fmt.usd(total[c.UNALLOCATED_COST_USD])
+    assert card_value(driver, "efficiency") == fmt.pct(total[c.EFFICIENCY_PCT])
+
+
+def test_filter_change_updates_url_and_figures(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    before = card_value(driver, "total-cost")
+    driver.find_element(
+        By.XPATH, "//div[contains(@class,'gw-window')]//label[contains(., '24 hours')]"
+    ).click()
+    wait(driver).until(lambda d: "window=24h" in d.current_url)
+    day = expected_totals(served, Filters(window="24h"))
+    wait(driver).until(lambda d: card_value(d, "total-cost") == fmt.usd(day[c.CAPACITY_COST_USD]))
+    assert card_value(driver, "total-cost") != before
+    cluster = driver.find_element(
+        By.XPATH, "//div[@class='gw-filter'][label[text()='Cluster']]//button"
+    )
+    cluster.click()
+    option = wait(driver).until(
+        ec.element_to_be_clickable((By.XPATH, "//*[@role='option'][contains(., 'research-eu')]"))
+    )
+    option.click()
+    wait(driver).until(
+        lambda d: "cluster=research-eu" in d.current_url and "window=24h" in d.current_url
+    )
+    narrowed = expected_totals(served, Filters(cluster="research-eu", window="24h"))
+    wait(driver).until(
+        lambda d: card_value(d, "total-cost") == fmt.usd(narrowed[c.CAPACITY_COST_USD])
+    )
+    driver.find_element(By.ID, "nav-teams").click()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "teams-body")))
+    assert "cluster=research-eu" in driver.current_url
+
+
+def _downloaded(folder: Path, name: str) -> str:
+    target = folder / name
+    WebDriverWait(None, WAIT_S, poll_frequency=0.2).until(lambda _: target.is_file())
+    return target.read_text(encoding="utf-8")
+
+
+def test_csv_and_yaml_downloads(driver: Any, served: Served, clean_downloads: Path) -> None:
+    data = DashboardData(served.engine, served.settings, background=False)
+    snap = data.current()
+    open_page(driver, served, "/savings?window=3d", "savings")
+    driver.find_element(By.ID, "savings-download-button").click()
+    expected = recommendations_csv(recommendations(snap, Filters(window="3d")))
+    assert _downloaded(clean_downloads, "gpuwatch-recommendations-3d.csv") == expected
+    week = default_week(snap)
+    assert week is not None
+    open_page(driver, served, "/reports", "reports")
+    driver.find_element(By.ID, "reports-download-button").click()
+    assert _downloaded(clean_downloads, f"gpuwatch-weekly-{week}.csv") == weekly_csv(
+        data, snap, week
+    )
+    open_page(driver, served, "/alerts", "alerts")
+    driver.find_element(By.ID, "alerts-download-button").click()
+    rules = render_rules(rule_params_from_settings(served.settings))[OPERATOR_FILE]
+    assert _downloaded(clean_downloads, OPERATOR_FILE) == rules
+
+
+def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    driver.find_element(By.CSS_SELECTOR, "#overview-top-workloads a.gw-link").click()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "workload-body")))
+    assert "/workload?" in driver.current_url
+    driver.find_element(By.CSS_SELECTOR, "#workload-gpus a.gw-link").click()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "gpu-history")))
+    assert "/gpu?id=" in driver.current_url
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
+    assert driver.find_elements(By.CSS_SELECTOR, "#gpu-holders tbody tr")
+
+
+def test_hostile_names_are_shown_as_text(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/workloads?window=24h", "workloads")
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    pod = snap.pods[snap.pods["pod_id"].eq(served.hostile_pod_id)].iloc[0]
+    href = Filters().href(
+        "/workload", cluster=pod["cluster"], namespace=pod["namespace"], kind="Pod", name=HOSTILE
+    )
+    driver.get(served.url + href)
+    wait(driver).until(ec.presence_of_element_located((By.ID, "workload-body")))
+    wait(driver).until(lambda d: HOSTILE in d.find_element(By.TAG_NAME, "h1").text)
+    assert HOSTILE in driver.find_element(By.ID, "workload-pods").text
+    assert driver.execute_script("return document.querySelectorAll('img[src=\"x\"]').length") == 0
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text  # noqa: B018

@@ -1,0 +1,287 @@
+"""Pages and callbacks, called as plain functions inside the app's context."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dash
+import plotly.utils
+import pytest
+from dash import Dash
+from sqlalchemy import Engine
+
+from gpuwatch.alerts.render import (
+    OPERATOR_FILE,
+    PLAIN_FILE,
+    render_rules,
+    rule_params_from_settings,
+)
+from gpuwatch.analytics.recommend import recommend
+from gpuwatch.analytics.render import render_csv as render_recommendations_csv
+from gpuwatch.app import format as fmt
+from gpuwatch.app.components import filters_to_search, search_with
+from gpuwatch.app.data import DashboardData, Filters
+from gpuwatch.app.server import create_app, data_source
+from gpuwatch.app.views import headline, window_bounds
+from gpuwatch.cli.commands_demo import build_demo_database
+from gpuwatch.config import Settings
+from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
+from gpuwatch.report.weekly import iso_week_bounds, render_csv, weekly_report
+from gpuwatch.store.engine import make_engine
+
+NOW_TS = 1_794_823_200  # a Monday 12:00 UTC
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def _app(path: Path) -> tuple[Dash, Engine]:
+    engine = make_engine(f"sqlite:///{path}")
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False)
+    return create_app(engine, settings, data=data, warm=False), engine
+
+
+@pytest.fixture(scope="module")
+def fleet_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
+    build_demo_database(path, days=9, step_s=1800, seed=7, now_ts=NOW_TS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(fleet_path: Path) -> Iterator[Dash]:
+    dash_app, engine = _app(fleet_path)
+    with dash_app.server.app_context():
+        yield dash_app
+    engine.dispose()
+
+
+def page(name: str) -> Any:
+    return importlib.import_module(f"gpuwatch.app.pages.{name}")
+
+
+def as_json(component: Any) -> str:
+    return json.dumps(component, cls=plotly.utils.PlotlyJSONEncoder)
+
+
+def walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every component of a layout, as its JSON form."""
+    if isinstance(node, list):
+        for item in node:
+            yield from walk(item)
+    elif isinstance(node, dict) and "props" in node and "type" in node:
+        yield node
+        for value in node["props"].values():
+            yield from walk(value)
+
+
+def tree(component: Any) -> list[dict[str, Any]]:
+    return list(walk(json.loads(as_json(component))))
+
+
+def by_id(component: Any, ident: str) -> dict[str, Any]:
+    found = [n for n in tree(component) if n["props"].get("id") == ident]
+    assert found, f"no component {ident}"
+    return found[0]
+
+
+def texts(node: Any) -> list[str]:
+    out: list[str] = []
+    for item in walk(node) if isinstance(node, dict) else []:
+        children = item["props"].get("children")
+        items = children if isinstance(children, list) else [children]
+        out.extend(str(c) for c in items if isinstance(c, str | int | float))
+    return out
+
+
+PAGES = {
+    "overview": {},
+    "teams": {"window": "3d"},
+    "workloads": {"team": "ml-platform"},
+    "workload": {
+        "cluster": "prod-us-east",
+        "namespace": "llm-training",
+        "kind": "Job",
+        "name": "llm-pretrain",
+    },
+    "gpus": {"cluster": "research-eu"},
+    "node": {},
+    "gpu": {"id": "5"},
+    "savings": {"window": "14d"},
+    "reports": {},
+    "alerts": {},
+    "health": {},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_every_page_renders_its_body(app: Dash, name: str) -> None:
+    query = dict(PAGES[name])
+    if name == "node":
+        units = data_source().data.current().units
+        query = {"cluster": str(units["cluster"].iloc[0]), "name": str(units["node"].iloc[0])}
+    layout = page(name).layout(**query)
+    nodes = tree(layout)
+    ids = {str(n["props"].get("id")) for n in nodes}
+    assert f"{name}-page" in ids and f"{name}-body" in ids
+    assert not any(str(i).endswith("-empty") for i in ids), f"{name} shows an empty state"
+    assert "gw-nav" in as_json(layout)
+
+
+def test_overview_cards_show_the_headline(app: Dash) -> None:
+    snap = data_source().data.current()
+    f = Filters(cluster="research-eu", window="3d")
+    h = headline(snap, f)
+    layout = page("overview").layout(cluster="research-eu", window="3d")
+    assert texts(by_id(layout, "card-total-cost"))[1] == fmt.usd(h.total_cost_usd)
+    assert texts(by_id(layout, "card-idle-cost"))[1] == fmt.usd(h.idle_cost_usd)
+    assert texts(by_id(layout, "card-allocated"))[1] == fmt.pct(h.allocated_pct)
+    assert texts(by_id(layout, "card-gpus"))[1] == str(h.gpu_units)
+    whole = headline(snap, Filters(window="3d"))
+    assert h.total_cost_usd < whole.total_cost_usd
+
+
+def test_unknown_filter_values_show_an_empty_state(app: Dash) -> None:
+    layout = page("overview").layout(team="no-such-team")
+    assert "overview-empty" in {str(n["props"].get("id")) for n in tree(layout)}
+    assert "Clear filters" in as_json(layout)
+
+
+def test_detail_pages_for_unknown_subjects(app: Dash) -> None:
+    assert "gpu-empty" in as_json(page("gpu").layout(id="not-a-number"))
+    assert "node-empty" in as_json(page("node").layout(cluster="x", name="y"))
+    assert "workload-empty" in as_json(page("workload").layout())
+
+
+def test_filter_change_rewrites_the_query() -> None:
+    ids = [{"type": "gw-filter", "name": n} for n in ("cluster", "team", "window")]
+    new = filters_to_search(["c1", None, "14d"], ids, "?week=2026-W01&team=old")
+    assert new == "?week=2026-W01&cluster=c1&window=14d"
+    assert filters_to_search([None, None, "7d"], ids, "") is dash.no_update
+    assert search_with("?id=3", {"window": "bogus"}) == "?id=3&window=bogus"
+
+
+def test_table_clicks_drill_down_and_open_pages() -> None:
+    teams = page("teams")
+    cell = {"row": 0, "column_id": "team", "row_id": "ml-platform"}
+    assert teams.open_team(cell, "?window=3d") == "?window=3d&team=ml-platform"
+    ns = {"row": 1, "column_id": "namespace", "row_id": "prod-us-east\x1fsearch-prod"}
+    assert teams.open_namespace(ns, "") == "?cluster=prod-us-east&namespace=search-prod"
+    assert teams.open_team({"column_id": "idle_cost_usd", "row_id": "x"}, "") is dash.no_update
+    href = "/workload?cluster=a&namespace=b&kind=Job&name=c"
+    assert page("workloads").open_row({"column_id": "team", "row_id": href}) == href
+    click = {"points": [{"y": "node-1 · GPU-abc #42", "x": "2026-01-01"}]}
+    assert page("gpus").open_clicked(click, "?window=14d&team=x") == "/gpu?id=42&window=14d"
+    assert page("gpus").open_clicked({"points": []}, "") is dash.no_update
+
+
+def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path) -> None:
+    source = data_source()
+    week = page("reports").chosen_week(source.data.current(), {})
+    assert week is not None
+    got = page("reports").download(1, week)
+    start, _ = iso_week_bounds(week)
+    inputs = load_inputs(source.engine, start, start + 7 * 86400)
+    settings = Settings()
+    frame = weekly_report(
+        inputs.samples,
+        inputs.pods,
+        inputs.gpus,
+        price_book_from(settings),
+        policy_from(settings),
+        start,
+        nodes=inputs.nodes,
+    )
+    assert got["content"] == render_csv(frame)
+    assert got["content"].count("\n") > 10
+    assert got["filename"] == f"gpuwatch-weekly-{week}.csv"
+    assert page("reports").download(None, week) is dash.no_update
+    assert page("reports").pick_week("2026-W01", "2025-W50", "?week=2025-W50") == "?week=2026-W01"
+    assert page("reports").pick_week(week, week, "") is dash.no_update
+
+
+def test_savings_download_is_the_recommend_csv(app: Dash) -> None:
+    source = data_source()
+    snap = source.data.current()
+    start, end = window_bounds(snap, Filters(window="3d"))
+    inputs = load_inputs(source.engine, start, end)
+    settings = Settings()
+    expected = recommend(
+        inputs.samples,
+        inputs.pods,
+        price_book_from(settings),
+        policy_from(settings),
+        start,
+        end,
+        gpus=inputs.gpus,
+        nodes=inputs.nodes,
+    )
+    got = page("savings").download_csv(1, "?window=3d")
+    assert got["content"] == render_recommendations_csv(expected)
+    assert len(expected) > 0
+
+
+def test_rule_downloads_are_the_rendered_files(app: Dash) -> None:
+    files = render_rules(rule_params_from_settings(Settings()))
+    assert page("alerts").download_operator(1)["content"] == files[OPERATOR_FILE]
+    assert page("alerts").download_plain(2)["content"] == files[PLAIN_FILE]
+    assert "kind: PrometheusRule" in files[OPERATOR_FILE]
+    assert page("alerts").download_operator(None) is dash.no_update
+
+
+def test_alert_conditions_are_listed(app: Dash) -> None:
+    layout = page("alerts").layout()
+    names = {str(n["props"].get("id")) for n in tree(layout)}
+    for alert in ("GPUAllocatedIdle", "GPUMemoryNearFull", "GPUHighTemperature", "GPUXidError"):
+        assert f"card-cond-{alert}" in names
+
+
+@pytest.fixture(scope="module")
+def hostile_app(fleet_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
+    path = Path(tmp_path_factory.mktemp("hostile")) / "hostile.db"
+    shutil.copy(fleet_path, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE pods SET name = ?, workload_name = ?, team = ? WHERE id = "
+            "(SELECT pod_id FROM gpu_samples WHERE pod_id IS NOT NULL ORDER BY ts DESC LIMIT 1)",
+            (XSS, XSS, XSS),
+        )
+    dash_app, engine = _app(path)
+    with dash_app.server.app_context():
+        yield dash_app
+    engine.dispose()
+
+
+def test_hostile_names_are_rendered_as_text(hostile_app: Dash) -> None:
+    snap = data_source().data.current()
+    pods = snap.pods[snap.pods["pod"].eq(XSS)]
+    assert len(pods) == 1
+    pod = pods.iloc[0]
+    layouts = [
+        page("workload").layout(
+            cluster=pod["cluster"], namespace=pod["namespace"], kind=pod["workload_kind"], name=XSS
+        ),
+        page("overview").layout(team=XSS),
+        page("teams").layout(),
+    ]
+    shown = []
+    for layout in layouts:
+        for node in tree(layout):
+            assert node["type"] != "Markdown"
+            assert not node["props"].get("dangerously_allow_html")
+            assert node["props"].get("markdown_options", {}).get("html") in (None, False)
+        shown.extend(
+            texts(
+                {
+                    "type": "Div",
+                    "namespace": "x",
+                    "props": {"children": json.loads(as_json(layout))},
+                }
+            )
+        )
+    assert any(XSS in text for text in shown)

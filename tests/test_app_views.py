@@ -1,0 +1,206 @@
+"""The dashboard's data layer: roll-ups and views equal what the analytics compute directly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.demand import pending_gpu_timeseries
+from gpuwatch.analytics.recommend import recommend
+from gpuwatch.analytics.summary import capacity_timeseries, summarize, unit_coverage
+from gpuwatch.app import rollup, views, views_gpu
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.cli.commands_demo import build_demo_database
+from gpuwatch.config import Settings
+from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
+from gpuwatch.store.engine import make_engine
+
+NOW_TS = 1_794_823_200  # a Monday 12:00 UTC
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
+    build_demo_database(path, days=3, step_s=900, seed=7, now_ts=NOW_TS)
+    engine = make_engine(f"sqlite:///{path}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def snap(engine: Engine) -> Snapshot:
+    return DashboardData(engine, Settings(), background=False).current()
+
+
+def _costed(engine: Engine, snap: Snapshot, f: Filters) -> tuple[pd.DataFrame, int, int]:
+    start, end = views.window_bounds(snap, f)
+    inputs = load_inputs(engine, start, end)
+    costed = prepare(inputs.samples, inputs.pods, price_book_from(Settings()))
+    for attr, column in (
+        ("cluster", "cluster"),
+        ("model", "gpu_model"),
+        ("team", "team"),
+        ("namespace", "namespace"),
+    ):
+        value = getattr(f, attr)
+        if value is not None:
+            costed = costed[costed[column].astype(object).eq(value).to_numpy(dtype=bool)]
+    return costed, start, end
+
+
+FILTERS = [
+    Filters(),
+    Filters(window="24h"),
+    Filters(cluster="prod-us-east", window="3d"),
+    Filters(team="ml-platform"),
+    Filters(model="NVIDIA L4", window="3d"),
+]
+
+
+@pytest.mark.parametrize("f", FILTERS, ids=lambda f: str(f.query()) or "default")
+def test_headline_equals_the_analytics(engine: Engine, snap: Snapshot, f: Filters) -> None:
+    costed, start, end = _costed(engine, snap, f)
+    total = summarize(costed, [], Settings().thresholds.idle_util_pct / 100).iloc[0]
+    h = views.headline(snap, f)
+    assert h.window_start_ts == start and h.window_end_ts == end
+    assert h.capacity_gpu_hours > 0
+    assert h.capacity_gpu_hours == pytest.approx(total[c.CAPACITY_GPU_HOURS], rel=1e-9)
+    assert h.allocated_gpu_hours == pytest.approx(total[c.ALLOCATED_GPU_HOURS], rel=1e-9)
+    assert h.efficiency_pct == pytest.approx(total[c.EFFICIENCY_PCT], rel=1e-9)
+    assert h.total_cost_usd == pytest.approx(total[c.CAPACITY_COST_USD], rel=1e-9)
+    assert h.idle_cost_usd == pytest.approx(total[c.IDLE_COST_USD], rel=1e-9)
+    assert h.unallocated_cost_usd == pytest.approx(
+        total[c.UNALLOCATED_COST_USD], rel=1e-9, abs=1e-9
+    )
+    assert h.gpu_units == costed.loc[costed[c.GPU_HOURS] > 0, "gpu_id"].nunique()
+
+
+def test_coverage_equals_unit_coverage(engine: Engine, snap: Snapshot) -> None:
+    f = Filters(window="3d")
+    costed, start, end = _costed(engine, snap, f)
+    expected = unit_coverage(costed, load_inputs(engine, start, end).gpus, start, end)
+    ratio = expected[c.GPU_HOURS].sum() / expected[c.OBSERVED_HOURS].sum()
+    assert views.headline(snap, f).coverage_ratio == pytest.approx(ratio, rel=1e-9)
+    assert 0.5 < ratio <= 1.0
+
+
+def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snapshot) -> None:
+    f = Filters(window="3d")
+    start, end = views.window_bounds(snap, f)
+    inputs = load_inputs(engine, start, end)
+    settings = Settings()
+    expected = recommend(
+        inputs.samples,
+        inputs.pods,
+        price_book_from(settings),
+        policy_from(settings),
+        start,
+        end,
+        gpus=inputs.gpus,
+        nodes=inputs.nodes,
+    )
+    got = views.recommendations(snap, f)
+    assert len(got) == len(expected) > 0
+    pd.testing.assert_frame_equal(got.drop(columns="evidence"), expected.drop(columns="evidence"))
+    best = expected.groupby(list(c.WORKLOAD_KEYS))["est_monthly_savings_usd"].max().sum()
+    assert views.headline(snap, f).monthly_savings_usd == pytest.approx(best, rel=1e-9)
+
+
+def test_team_breakdown_equals_summarize(engine: Engine, snap: Snapshot) -> None:
+    f = Filters(window="3d")
+    costed, _, _ = _costed(engine, snap, f)
+    expected = summarize(costed, ["team"], 0.05).dropna(subset=["team"]).set_index("team")
+    got = views.breakdown(snap, f, ("team",)).set_index("team")
+    assert sorted(got.index) == sorted(expected.index)
+    for team in expected.index:
+        for name in (c.ALLOCATED_GPU_HOURS, c.IDLE_COST_USD, c.UNUSED_COST_USD, c.EFFICIENCY_PCT):
+            assert got.loc[team, name] == pytest.approx(expected.loc[team, name], rel=1e-9)
+
+
+def test_capacity_series_matches_capacity_timeseries(engine: Engine, snap: Snapshot) -> None:
+    f = Filters(window="24h")
+    costed, _, _ = _costed(engine, snap, f)
+    expected = capacity_timeseries(costed, 3600).set_index(c.BUCKET_TS)
+    got = views.capacity_series(snap, f).set_index(c.BUCKET_TS)
+    full = expected.index[:-1]  # the last hour is partial: the view divides by its real length
+    np.testing.assert_allclose(got.loc[full, c.CAPACITY_GPUS], expected.loc[full, c.CAPACITY_GPUS])
+    np.testing.assert_allclose(got.loc[full, c.USED_GPUS], expected.loc[full, c.USED_GPUS])
+
+
+def test_pending_series_equals_the_analytics(snap: Snapshot) -> None:
+    start, end = views.window_bounds(snap, Filters(window="3d"))
+    expected = pending_gpu_timeseries(snap.pods, start, end, 3600)
+    instants = np.arange(start, end, 3600)
+    for cluster in snap.pods["cluster"].unique():
+        pods = snap.pods[snap.pods["cluster"].eq(cluster)]
+        got = rollup.pending_series(pods, instants).set_index(c.BUCKET_TS)
+        want = expected[expected["cluster"].eq(cluster)].set_index(c.BUCKET_TS)
+        assert got.loc[want.index, c.PENDING_GPUS].tolist() == want[c.PENDING_GPUS].tolist()
+        assert got.drop(want.index)[c.PENDING_GPUS].eq(0).all()
+
+
+def test_pending_series_counts_the_waiting_rule() -> None:
+    pods = pd.DataFrame(
+        {
+            "created_ts": pd.array([0, 100, 50, None], dtype="Int64"),
+            "started_ts": pd.array([200, None, 40, None], dtype="Int64"),
+            "finished_ts": pd.array([None, 300, None, None], dtype="Int64"),
+            "gpu_count": [2, 1, 4, 8],
+        }
+    )
+    out = rollup.pending_series(pods, np.array([0, 99, 100, 199, 200, 299, 300]))
+    # pod 3 started before it was created (never waits); pod 4 has no instants: always waits
+    assert out[c.PENDING_GPUS].tolist() == [10, 10, 11, 11, 9, 9, 8]
+    assert out[c.PENDING_PODS].tolist() == [2, 2, 3, 3, 2, 2, 1]
+
+
+def test_sample_gaps_across_chunks() -> None:
+    first = pd.DataFrame({"gpu_id": [1, 1, 2], "ts": [0, 60, 0], "step_s": [60, 60, 60]})
+    second = pd.DataFrame({"gpu_id": [1, 2, 2], "ts": [300, 60, 600], "step_s": [60] * 3})
+    previous: dict[int, int] = {}
+    assert rollup.sample_gaps(first, previous).empty
+    gaps = rollup.sample_gaps(second, previous)
+    assert gaps.values.tolist() == [[1, 120, 300], [2, 120, 600]]
+
+
+def test_heatmap_is_downsampled_to_screen_width(snap: Snapshot) -> None:
+    hm = views_gpu.heatmap(snap, Filters(window="30d"), max_columns=50)
+    assert hm.z.shape[1] <= 50
+    assert hm.z.shape[0] == len(views.unit_ids(snap, Filters(window="30d")))
+    assert np.nanmax(hm.z) <= 100.0 and np.nanmin(hm.z) >= 0.0
+    assert hm.column_s % 3600 == 0
+
+
+def test_filters_round_trip_through_the_query() -> None:
+    f = Filters(cluster="a b", team="t&x", window="14d")
+    assert Filters.from_query(f.query()) == f
+    assert Filters.from_query({"window": "bogus", "team": ["x", "y"]}) == Filters(team="x")
+    assert f.href("/gpu", id=3) == "/gpu?id=3&cluster=a+b&team=t%26x&window=14d"
+
+
+def test_memo_is_per_snapshot_and_bounded(snap: Snapshot) -> None:
+    calls = []
+    for i in range(300):
+        snap.memo(("probe", i), lambda i=i: calls.append(i))
+    snap.memo(("probe", 299), lambda: calls.append(-1))
+    assert -1 not in calls and len(calls) == 300
+    snap.memo(("probe", 0), lambda: calls.append(-2))
+    assert calls[-1] == -2  # evicted long ago, computed again
+
+
+def test_snapshot_of_an_empty_store(tmp_path: Path) -> None:
+    from gpuwatch.store.engine import upgrade
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    upgrade(engine)
+    snap = DashboardData(engine, Settings(), background=False).current()
+    assert snap.empty and snap.held.empty and snap.cost.empty
+    assert snap.marker.last_ts is None
+    engine.dispose()
