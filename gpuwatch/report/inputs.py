@@ -43,10 +43,11 @@ def policy_from(settings: Settings) -> AnalyticsPolicy:
 
 
 def load_inputs(engine: Engine, start_ts: int, end_ts: int) -> Inputs:
+    """The frames costing, the weekly report and recommendations need (no health readings)."""
     return Inputs(
         start_ts=start_ts,
         end_ts=end_ts,
-        samples=repository.load_samples(engine, start_ts, end_ts),
+        samples=repository.load_samples(engine, start_ts, end_ts, health=False),
         pods=repository.load_pods(engine),
         gpus=repository.load_gpus(engine),
         nodes=repository.load_nodes(engine),

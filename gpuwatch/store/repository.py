@@ -139,11 +139,16 @@ def load_pods(engine: Engine) -> pd.DataFrame:
     return conform(_read(engine, stmt), POD_COLUMNS)
 
 
-def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+#: Health readings the cost model does not use; costing reads skip them (a third less to fetch).
+HEALTH_FIELDS = ("power_w", "temp_c", "xid")
+
+
+def _raw_samples(engine: Engine, start_ts: int, end_ts: int, health: bool) -> pd.DataFrame:
     """The window's sample rows, read through the driver into one float matrix (fast path)."""
+    fields = [f for f in SAMPLE_FIELDS if health or f not in HEALTH_FIELDS]
     mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
     sql = (
-        f"SELECT {', '.join(SAMPLE_FIELDS)} FROM {GpuSample.__tablename__} "  # noqa: S608
+        f"SELECT {', '.join(fields)} FROM {GpuSample.__tablename__} "  # noqa: S608
         f"WHERE ts >= {mark} AND ts < {mark}"
     )
     with engine.connect() as conn:
@@ -153,8 +158,10 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
             rows = cursor.fetchall()
         finally:
             cursor.close()
-    matrix = np.array(rows, dtype=float).reshape(-1, len(SAMPLE_FIELDS))
-    frame = pd.DataFrame(matrix, columns=list(SAMPLE_FIELDS))
+    matrix = np.array(rows, dtype=float).reshape(-1, len(fields))
+    frame = pd.DataFrame(matrix, columns=fields)
+    if not health:
+        frame = frame.assign(**dict.fromkeys(HEALTH_FIELDS, np.nan))
     for name in ("gpu_id", "ts", "step_s"):
         frame[name] = frame[name].astype(np.int64)
     for name in ("pod_id", "util_signal", "xid"):
@@ -162,9 +169,14 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     return frame
 
 
-def load_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """Every sample with ``start_ts <= ts < end_ts``, joined with its GPU unit and pod facts."""
-    samples = _raw_samples(engine, start_ts, end_ts)
+def load_samples(
+    engine: Engine, start_ts: int, end_ts: int, *, health: bool = True
+) -> pd.DataFrame:
+    """Every sample with ``start_ts <= ts < end_ts``, joined with its GPU unit and pod facts.
+
+    ``health=False`` leaves power, temperature and XID unread (NaN/0): costing needs none of them.
+    """
+    samples = _raw_samples(engine, start_ts, end_ts, health)
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
     pods = load_pods(engine)[
         ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
