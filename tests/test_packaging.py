@@ -57,6 +57,8 @@ def test_wheel_ships_migrations_and_data(wheel: Path) -> None:
     assert "gpuwatch/migrations/script.py.mako" in names
     assert any(n.startswith("gpuwatch/migrations/versions/0001_") for n in names)
     assert "gpuwatch/py.typed" in names
+    assert "gpuwatch/data/gpu_prices.csv" in names
+    assert "gpuwatch/app/assets/gpuwatch.css" in names
 
 
 def test_db_upgrade_works_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
