@@ -1,0 +1,193 @@
+"""Collection from a real Prometheus into the store: a D-day backfill and one steady minute.
+
+A simulated fleet of N GPUs (``bench/fleetgen.py``) is imported into Prometheus TSDB blocks;
+a Debian ``prometheus`` serves them. Each run collects the whole window with
+``gpuwatch.collectors.collect.collect`` (the code behind ``gpuwatch collect``, default settings:
+60 s step, 6-hour pages, no Kubernetes API) into a fresh SQLite file and a fresh PostgreSQL
+database, in a child process of its own (so its peak RSS is its own). Then the steady state:
+after a backfill, collecting the last minute again, in a process that has already collected
+once (as ``gpuwatch collect --follow`` does).
+
+    .venv/bin/python bench/bench_collect.py --gpus 200 --days 1 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _support as S
+import fleetgen
+
+STEADY_RUNS_MIN = 5
+
+
+def _settings(db_url: str, prom_url: str, step_s: int) -> object:
+    from gpuwatch.config import load_settings
+
+    overrides = {
+        "cluster": fleetgen.CLUSTER,
+        "database_url": db_url,
+        "prometheus": {"url": prom_url, "step": f"{step_s}s"},
+    }
+    return load_settings(None, environ={}, overrides=overrides)
+
+
+def child_collect(
+    db_url: str, prom_url: str, start_ts: int, end_ts: int, step_s: int, warm_s: int
+) -> None:
+    """In a fresh process: collect ``[start_ts, end_ts)`` and print the figures as JSON.
+
+    With ``warm_s`` > 0, first collect ``[start_ts - warm_s, start_ts)`` untimed (a process
+    that already ran one round, as in ``--follow``).
+    """
+    from gpuwatch.cli.commands_collect import prometheus_source
+    from gpuwatch.collectors.collect import Window, collect
+    from gpuwatch.store.engine import make_engine
+
+    settings = _settings(db_url, prom_url, step_s)
+    engine = make_engine(db_url)
+    source = prometheus_source(settings)  # type: ignore[arg-type]
+    variants = settings.prometheus.labels.variants()  # type: ignore[attr-defined]
+    page_s = int(settings.prometheus.page.total_seconds())  # type: ignore[attr-defined]
+
+    def once(lo: int, hi: int) -> tuple[float, object]:
+        window = Window(lo, hi, step_s, page_s)
+        started = time.perf_counter()
+        stats = collect(engine, fleetgen.CLUSTER, window, source, None, variants, end_ts)
+        return time.perf_counter() - started, stats
+
+    if warm_s:
+        once(start_ts - warm_s, start_ts)
+    seconds, stats = once(start_ts, end_ts)
+    S.emit(
+        {
+            "seconds": seconds,
+            "samples": stats.samples,  # type: ignore[attr-defined]
+            "pages": stats.pages,  # type: ignore[attr-defined]
+            "gpu_units": stats.gpu_units,  # type: ignore[attr-defined]
+        }
+    )
+
+
+def _fresh_sqlite(path: Path) -> str:
+    from gpuwatch.store.engine import make_engine, upgrade
+
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def _fresh_postgres(server: str, name: str) -> str:
+    from gpuwatch.store.engine import make_engine, upgrade
+
+    url = S.create_database(server, name, drop=True)
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def _warm_prometheus(prom_url: str, size: fleetgen.Size) -> None:
+    """Read every sample once (untimed), as a busy Prometheus would have its blocks cached."""
+    import requests
+
+    query = f"count(count_over_time(DCGM_FI_DEV_FB_USED[{int(size.days * 86400)}s]))"
+    requests.get(
+        f"{prom_url}/api/v1/query", params={"query": query, "time": size.end_ts}, timeout=600
+    ).raise_for_status()
+
+
+def _child_args(db_url: str, prom: str, lo: int, hi: int, step: int, warm: int) -> list[str]:
+    return [__file__, "--child", db_url, prom, str(lo), str(hi), str(step), str(warm)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--gpus", type=int, default=200)
+    parser.add_argument("--days", type=float, default=1.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--step", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
+    )
+    parser.add_argument("--no-steady", action="store_true", help="skip the steady-state minute")
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        db, prom, lo, hi, step, warm = args.child
+        child_collect(db, prom, int(lo), int(hi), int(step), int(warm))
+        return
+    size = fleetgen.Size(args.gpus, args.days, args.step, args.seed)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    fleet = fleetgen.scaled_fleet(size.gpus, size.seed)
+    print(
+        f"data: {size.name}: {fleetgen.physical_gpus(fleet)} GPUs ({len(fleet.units)} units), "
+        f"{size.days:g} days at {size.step_s}s"
+    )
+    tsdb = fleetgen.ensure_tsdb(size)
+    measures: list[S.Measure] = []
+    work = size.folder / "collect"
+    work.mkdir(exist_ok=True)
+    with S.prometheus(tsdb) as prom:
+        _warm_prometheus(prom, size)
+        print(S.machine_line())
+        server_cm = S.postgres_server() if "postgres" in backends else None
+        server = server_cm.__enter__() if server_cm else None
+        try:
+            for backend in backends:
+                measures += _bench_backend(backend, size, args, prom, server, work)
+        finally:
+            if server_cm:
+                server_cm.__exit__(None, None, None)
+    print(f"\nafter: {S.machine_line()}")
+    S.print_table(f"gpuwatch collect, {size.name} (real Prometheus {prom})", measures)
+
+
+def _bench_backend(
+    backend: str,
+    size: fleetgen.Size,
+    args: argparse.Namespace,
+    prom: str,
+    server: str | None,
+    work: Path,
+) -> list[S.Measure]:
+    label = f"{fleetgen.physical_gpus(fleetgen.scaled_fleet(size.gpus, size.seed))} GPUs"
+    backfill = S.Measure(f"backfill {size.days:g}d, {label} -> {backend}", unit="samples")
+    steady = S.Measure(f"steady minute, {label} -> {backend}", unit="samples")
+    url = ""
+    for run in range(args.runs):
+        if backend == "sqlite":
+            url = _fresh_sqlite(work / "collect.db")
+        else:
+            assert server is not None
+            url = _fresh_postgres(server, "bench_collect")
+        load = os.getloadavg()[0]
+        result = S.run_child(_child_args(url, prom, size.start_ts, size.end_ts, size.step_s, 0))
+        backfill.add(result.payload["seconds"], result.rss_mib, result.payload["samples"])
+        print(
+            f"  {backfill.name} run {run + 1}: {result.payload['seconds']:.1f}s "
+            f"(process {result.seconds:.1f}s), {result.payload['samples']:,} samples, "
+            f"peak RSS {result.rss_mib:,.0f} MiB, load {load:.2f}",
+            flush=True,
+        )
+    if not args.no_steady and url:
+        lo = size.end_ts - size.step_s
+        for _ in range(max(args.runs, STEADY_RUNS_MIN)):
+            result = S.run_child(_child_args(url, prom, lo, size.end_ts, size.step_s, size.step_s))
+            steady.add(result.payload["seconds"], result.rss_mib, result.payload["samples"])
+        print(f"  {steady.name}: median {steady.median_s:.2f}s", flush=True)
+    return [backfill, steady]
+
+
+if __name__ == "__main__":
+    main()

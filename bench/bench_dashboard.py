@@ -1,0 +1,162 @@
+"""Server-side time of the dashboard's pages: first loads and filter changes.
+
+    .venv/bin/python bench/bench_dashboard.py --db /tmp/dash-demo.db
+
+Builds the data snapshot of the store once (what the server does in the background when the
+data changes), then times each page's layout function, JSON encoding included (what one page
+request costs the server):
+
+- ``first load``: the page's first request after the background warm-up (each sample starts
+  from a fresh page cache, warm-up redone untimed);
+- ``first load, no warm-up``: the same before the warm-up has run (right after new data);
+- ``filter change``: a request for filters not seen before (cluster, team, namespace, GPU
+  model, time window), with the snapshot warm.
+
+Prints median, min, max and p95 in milliseconds per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import plotly.utils
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot  # noqa: E402
+from gpuwatch.app.server import create_app  # noqa: E402
+from gpuwatch.app.views import options, workloads  # noqa: E402
+from gpuwatch.config import Settings  # noqa: E402
+from gpuwatch.store.engine import make_engine  # noqa: E402
+
+PAGES = (
+    "overview",
+    "teams",
+    "workloads",
+    "workload",
+    "gpus",
+    "node",
+    "gpu",
+    "savings",
+    "reports",
+    "alerts",
+    "health",
+)
+FILTERED = ("overview", "teams", "workloads", "gpus", "savings", "health")
+
+
+def timed(call: Callable[[], Any]) -> float:
+    began = time.perf_counter()
+    json.dumps(call(), cls=plotly.utils.PlotlyJSONEncoder)
+    return (time.perf_counter() - began) * 1000.0
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
+
+
+def row(name: str, values: list[float]) -> str:
+    return (
+        f"{name:<44} {len(values):>4} {statistics.median(values):>9.1f} {min(values):>9.1f} "
+        f"{max(values):>9.1f} {p95(values):>9.1f}"
+    )
+
+
+def detail_queries(snap: Snapshot) -> dict[str, dict[str, str]]:
+    top = workloads(snap, Filters()).iloc[0]
+    unit = snap.units.iloc[0]
+    return {
+        "workload": {
+            "cluster": str(top["cluster"]),
+            "namespace": str(top["namespace"]),
+            "kind": str(top["workload_kind"]),
+            "name": str(top["workload"]),
+        },
+        "node": {"cluster": str(unit["cluster"]), "name": str(unit["node"])},
+        "gpu": {"id": str(int(unit["gpu_id"]))},
+    }
+
+
+def filter_changes(snap: Snapshot) -> list[dict[str, str]]:
+    """Filter sets a user would click through, each different from the others."""
+    opts = options(snap, Filters())
+    changes: list[dict[str, str]] = [{"window": w} for w in WINDOWS if w != "7d"]
+    changes += [{"cluster": cl} for cl in opts.clusters]
+    changes += [{"team": t} for t in opts.teams]
+    changes += [{"namespace": n} for n in opts.namespaces[:6]]
+    changes += [{"model": m} for m in opts.models]
+    changes += [{"cluster": cl, "window": "24h"} for cl in opts.clusters]
+    return changes
+
+
+def run(db: str, samples: int) -> None:
+    engine = make_engine(f"sqlite:///{Path(db).resolve()}")
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False)
+    app = create_app(engine, settings, data=data, warm=False)
+    pages = {name: importlib.import_module(f"gpuwatch.app.pages.{name}") for name in PAGES}
+    with app.server.app_context():
+        began = time.perf_counter()
+        snap = data.current()
+        build_s = time.perf_counter() - began
+        began = time.perf_counter()
+        data.warm(snap)
+        warm_s = time.perf_counter() - began
+        queries = {name: {} for name in PAGES} | detail_queries(snap)
+        print(
+            f"store: {db}: {snap.marker.last_ts} last sample, {len(snap.units)} GPU units, "
+            f"{len(snap.cost):,} hourly rows, {len(snap.held):,} held samples"
+        )
+        print(f"snapshot build (background, once per data version): {build_s:.2f} s")
+        print(f"warm-up of the default views (background, after the build): {warm_s:.2f} s\n")
+        print(
+            f"{'page / action':<44} {'n':>4} {'median':>9} {'min':>9} {'max':>9} {'p95':>9}  (ms)"
+        )
+        cold: dict[str, list[float]] = {name: [] for name in PAGES}
+        first: dict[str, list[float]] = {name: [] for name in PAGES}
+        for _ in range(samples):
+            snap.forget()
+            for name in PAGES:
+                cold[name].append(timed(lambda n=name: pages[n].layout(**queries[n])))
+            snap.forget()
+            data.warm(snap)
+            for name in PAGES:
+                first[name].append(timed(lambda n=name: pages[n].layout(**queries[n])))
+        for name in PAGES:
+            print(row(f"{name}: first load", first[name]))
+        for name in PAGES:
+            print(row(f"{name}: first load, no warm-up", cold[name]))
+        changes = filter_changes(snap)
+        for name in FILTERED:
+            values = [timed(lambda n=name, q=q: pages[n].layout(**q)) for q in changes]
+            print(row(f"{name}: filter change", values))
+        windows = [{"window": w} for w in WINDOWS]
+        for name in ("workload", "node", "gpu"):
+            values = [
+                timed(lambda n=name, q=q: pages[n].layout(**queries[n], **q)) for q in windows
+            ]
+            print(row(f"{name}: window change", values))
+    engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="SQLite file (e.g. from `gpuwatch demo`)")
+    parser.add_argument("--samples", type=int, default=5, help="first-load samples per page")
+    args = parser.parse_args()
+    run(args.db, args.samples)
+
+
+if __name__ == "__main__":
+    main()
