@@ -82,11 +82,14 @@ class Size:
     days: float
     step_s: int = 60
     seed: int = 7
+    #: Keep raw samples for the last ``raw_days`` only (hourly roll-ups for all): a compacted store.
+    raw_days: float | None = None
 
     @property
     def name(self) -> str:
         days = f"{self.days:g}".replace(".", "p")
-        return f"{self.gpus}gpu-{days}d-{self.step_s}s-seed{self.seed}"
+        kept = "" if self.raw_days is None else f"-raw{self.raw_days:g}d".replace(".", "p")
+        return f"{self.gpus}gpu-{days}d-{self.step_s}s-seed{self.seed}{kept}"
 
     @property
     def start_ts(self) -> int:
@@ -613,13 +616,36 @@ def _copy_text(columns: dict[str, np.ndarray]) -> bytes:
     return frame.to_csv(sep="\t", header=False, index=False, na_rep="\\N").encode()
 
 
+def _insert_window(dbapi: Any, dialect: str, columns: dict[str, np.ndarray]) -> None:
+    """One window's samples through the driver's bulk path: COPY, or multi-row INSERTs."""
+    from gpuwatch.store.models import SAMPLE_FIELDS, GpuSample
+
+    table = GpuSample.__tablename__
+    names = ", ".join(SAMPLE_FIELDS)
+    if dialect == "postgresql":
+        with dbapi.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
+            cp.write(_copy_text(columns))
+        return
+    rows = _python_rows(columns)
+    one = "(" + ", ".join(["?"] * len(SAMPLE_FIELDS)) + ")"
+    per = 90  # 990 parameters per statement: within every SQLite's limit
+    full = len(rows) // per * per
+    cursor = dbapi.cursor()
+    flat = [sum(rows[i : i + per], ()) for i in range(0, full, per)]
+    cursor.executemany(f"INSERT INTO {table} ({names}) VALUES " + ", ".join([one] * per), flat)
+    if full < len(rows):
+        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES {one}", rows[full:])
+    cursor.close()
+
+
 def write_store(size: Size, url: str, log: Any = print) -> int:
     """Write ``size`` into the empty store at ``url`` (schema created); returns samples written."""
-    from sqlalchemy import insert, text
+    from sqlalchemy import text
 
     from gpuwatch.simulate.load import load_simulated
+    from gpuwatch.store import rollup
     from gpuwatch.store.engine import make_engine, upgrade
-    from gpuwatch.store.models import SAMPLE_FIELDS, CollectionState, Gpu, GpuSample, Pod
+    from gpuwatch.store.models import GpuSample
 
     engine = make_engine(url)
     upgrade(engine)
@@ -632,10 +658,8 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
             for r in conn.execute(text("SELECT id, uuid, mig_gi_id, slot FROM gpus"))
         }
         pod_ids = {r.uid: r.id for r in conn.execute(text("SELECT id, uid FROM pods"))}
-    del Gpu, Pod, CollectionState, insert
     gpu_ids = np.array([ids[(u.uuid, u.mig_gi_id, u.slot)] for u in fleet.units], dtype=np.int64)
     table = GpuSample.__tablename__
-    names = ", ".join(SAMPLE_FIELDS)
     total = 0
     with engine.begin() as conn:
         dbapi: Any = conn.connection.dbapi_connection
@@ -644,25 +668,10 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
         for number, (lo, hi) in enumerate(pieces, 1):
             samples = window_data(fleet, lo, hi, size.step_s).samples
             columns = _sample_columns(fleet, samples, gpu_ids, pod_ids)
-            if engine.dialect.name == "postgresql":
-                with (
-                    dbapi.cursor() as cursor,
-                    cursor.copy(f"COPY {table} ({names}) FROM STDIN") as cp,
-                ):
-                    cp.write(_copy_text(columns))
-            else:
-                rows = _python_rows(columns)
-                one = "(" + ", ".join(["?"] * len(SAMPLE_FIELDS)) + ")"
-                per = 90  # 990 parameters per statement: within every SQLite's limit
-                full = len(rows) // per * per
-                cursor = dbapi.cursor()
-                flat = [sum(rows[i : i + per], ()) for i in range(0, full, per)]
-                cursor.executemany(
-                    f"INSERT INTO {table} ({names}) VALUES " + ", ".join([one] * per), flat
-                )
-                if full < len(rows):
-                    cursor.executemany(f"INSERT INTO {table} ({names}) VALUES {one}", rows[full:])
-                cursor.close()
+            _insert_window(dbapi, engine.dialect.name, columns)
+            rollup.roll_up(conn, lo, hi)
+            if size.raw_days is not None and hi <= size.end_ts - size.raw_days * 86400:
+                conn.exec_driver_sql(f"DELETE FROM {table} WHERE ts >= {lo} AND ts < {hi}")
             total += len(samples)
             if number % 8 == 0 or number == len(pieces):
                 log(
@@ -698,7 +707,17 @@ def ensure_sqlite(size: Size, log: Any = print) -> str:
         write_store(size, sqlite_url(size), log)
         done.write_text("ok\n")
     assert path.exists()
-    return sqlite_url(size)
+    return _upgraded(sqlite_url(size))
+
+
+def _upgraded(url: str) -> str:
+    """The store at ``url`` at the current schema (a store built before roll-ups gets them)."""
+    from gpuwatch.store.engine import make_engine, upgrade
+
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
 
 
 def pg_name(size: Size) -> str:
@@ -710,7 +729,7 @@ def ensure_postgres(size: Size, server_url: str, log: Any = print) -> str:
     done = size.folder / "postgres.done"
     name = pg_name(size)
     if done.exists() and S.database_exists(server_url, name):
-        return f"{server_url}/{name}"
+        return _upgraded(f"{server_url}/{name}")
     size.folder.mkdir(parents=True, exist_ok=True)
     url = S.create_database(server_url, name, drop=True)
     write_store(size, url, log)
@@ -729,11 +748,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--step", type=int, default=60, help="seconds between samples")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--raw-days",
+        type=float,
+        help="keep raw samples for the last RAW_DAYS only (older hours as roll-ups only)",
+    )
     parser.add_argument("--sqlite", action="store_true", help="build the SQLite store")
     parser.add_argument("--postgres", action="store_true", help="build the PostgreSQL store")
     parser.add_argument("--prometheus", action="store_true", help="build the Prometheus TSDB")
     args = parser.parse_args(argv)
-    size = Size(args.gpus, args.days, args.step, args.seed)
+    size = Size(args.gpus, args.days, args.step, args.seed, args.raw_days)
     fleet = scaled_fleet(size.gpus, size.seed)
     print(
         f"{size.name}: {physical_gpus(fleet)} GPUs, {len(fleet.units)} units, "

@@ -10,7 +10,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -200,6 +200,21 @@ class RecommendationPolicy(_Section):
     medium_confidence_hours: float = Field(default=24, ge=0)
 
 
+class StorageSettings(_Section):
+    """Retention of raw samples and hourly roll-ups, and what reports read (docs/storage.md)."""
+
+    raw_retention: Duration = timedelta(days=35)
+    hourly_retention: Duration = timedelta(days=400)
+    resolution: Literal["auto", "raw", "hourly"] = "auto"
+
+    @field_validator("raw_retention", "hourly_retention")
+    @classmethod
+    def _at_least_a_day(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 86400:
+            raise ValueError("must be at least 1d")
+        return value
+
+
 class Settings(BaseSettings):
     """All of gpuwatch's settings. Build with :func:`load_settings`."""
 
@@ -214,6 +229,7 @@ class Settings(BaseSettings):
     pricing: PricingSettings = Field(default_factory=PricingSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @classmethod
     def settings_customise_sources(

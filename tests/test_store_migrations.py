@@ -27,10 +27,12 @@ EXPECTED_TABLES = {
     "clusters",
     "collection_state",
     "gpu_samples",
+    "gpu_samples_hourly",
     "gpus",
     "namespaces",
     "nodes",
     "pods",
+    "rollup_state",
 }
 
 
@@ -115,3 +117,39 @@ def test_a_bad_database_url_is_one_clear_error() -> None:
         make_engine("not a url")
     with pytest.raises(StoreError, match="unsupported database driver"):
         make_engine("mysql+nosuchdriver://u@h/db")
+
+
+def test_upgrading_a_0001_store_rolls_its_samples_up(store_url: str) -> None:
+    engine = make_engine(store_url)
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
+                " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO gpu_samples (gpu_id, ts, step_s, util_ratio) VALUES"
+                " (1, 3600, 60, 0.5), (1, 3660, 60, 0.01), (1, 3720, 60, NULL), (1, 7200, 60, 1.5)"
+            )
+        )
+    upgrade(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT hour_ts, pod_id, samples, data_s, used_s, idle_s FROM gpu_samples_hourly"
+                " ORDER BY hour_ts"
+            )
+        ).all()
+        threshold = conn.execute(sa.text("SELECT idle_util_pct FROM rollup_state")).scalar_one()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [
+        (3600, 0, 3, 120, pytest.approx(30.6), 60),
+        (7200, 0, 1, 60, pytest.approx(60.0), 0),
+    ]
+    assert threshold == 5.0

@@ -7,6 +7,9 @@ GPU_HOURS = "gpu_hours"  # step_s / 3600 where the sample has a utilization read
 USD_PER_HOUR = "usd_per_hour"  # price of the unit (share of a GPU), $ per hour
 ALLOCATED = "allocated"  # the sample is held by a pod
 UTIL = "util_ratio"
+# Only in frames of hourly roll-ups (docs/storage.md).
+IDLE_RATIO = "idle_ratio"  # share of the row's data hours below the idle threshold
+SAMPLES = "samples"  # raw samples the row stands for
 
 # Summary quantities (docs/cost-model.md).
 ALLOCATED_GPU_HOURS = "allocated_gpu_hours"

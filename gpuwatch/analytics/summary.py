@@ -15,6 +15,20 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_sum
 
 
+def idle_fraction(costed: pd.DataFrame, idle_threshold_ratio: float) -> np.ndarray:
+    """Per row, the share of its data hours that were idle.
+
+    A raw sample is idle or not (``util < threshold``); an hourly roll-up row carries the exact
+    share in ``idle_ratio`` (docs/storage.md), counted at the threshold it was built with.
+    """
+    util = costed[c.UTIL].to_numpy(dtype="float64")
+    derived = (util < idle_threshold_ratio).astype("float64")
+    if c.IDLE_RATIO not in costed.columns:
+        return derived
+    given = costed[c.IDLE_RATIO].to_numpy(dtype="float64", na_value=np.nan)
+    return np.where(np.isnan(given), derived, given)
+
+
 def sample_measures(
     costed: pd.DataFrame, idle_threshold_ratio: float, *, all_allocated: bool = False
 ) -> dict[str, np.ndarray]:
@@ -32,7 +46,7 @@ def sample_measures(
         held = costed[c.ALLOCATED].to_numpy(dtype=bool)
         alloc_h = np.where(held, hours, 0.0)
         free_h = hours - alloc_h
-    idle_h = np.where(util < idle_threshold_ratio, alloc_h, 0.0)
+    idle_h = alloc_h * idle_fraction(costed, idle_threshold_ratio)
     alloc_cost = alloc_h * price
     return {
         c.ALLOCATED_GPU_HOURS: alloc_h,
@@ -49,18 +63,27 @@ def sample_measures(
 def expected_hours_per_sample(costed: pd.DataFrame) -> np.ndarray:
     """Each sample's share of its unit's expected hours.
 
-    A unit is expected from its first to its last sample plus one step; each of its sample
-    rows (with a reading or not) carries an equal share, so a group's share of a unit's
-    expected hours is its share of the unit's samples.
+    A unit is expected from its first to its last sample plus one step; each of its samples
+    (with a reading or not) carries an equal share, so a group's share of a unit's expected
+    hours is its share of the unit's samples (an hourly roll-up row counts its ``samples``).
     """
     ids = costed["gpu_id"].to_numpy()
     ts = costed["ts"].to_numpy()
-    by_unit = pd.DataFrame({"id": ids, "ts": ts, "end": ts + costed["step_s"].to_numpy()})
+    weight = (
+        costed[c.SAMPLES].to_numpy(dtype="float64")
+        if c.SAMPLES in costed.columns
+        else np.ones(len(costed))
+    )
+    by_unit = pd.DataFrame(
+        {"id": ids, "ts": ts, "end": ts + costed["step_s"].to_numpy(), "n": weight}
+    )
     spans = by_unit.groupby("id", sort=False).agg(
-        first=("ts", "min"), last=("end", "max"), n=("ts", "size")
+        first=("ts", "min"), last=("end", "max"), n=("n", "sum")
     )
     share = (spans["last"] - spans["first"]) / 3600.0 / spans["n"]
-    return share.reindex(ids).to_numpy(dtype="float64")
+    per_unit: np.ndarray = share.reindex(ids).to_numpy(dtype="float64")
+    result: np.ndarray = per_unit * weight
+    return result
 
 
 def add_ratios(frame: pd.DataFrame) -> pd.DataFrame:

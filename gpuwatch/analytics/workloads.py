@@ -17,7 +17,7 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import NODE_ATTRIBUTION
 from gpuwatch.analytics.grouping import group_ids, pair_ids, top_label
 from gpuwatch.analytics.policy import AnalyticsPolicy
-from gpuwatch.analytics.summary import as_text
+from gpuwatch.analytics.summary import as_text, idle_fraction
 from gpuwatch.domain.mig import parse_profile
 from gpuwatch.domain.pricing import PriceBook, is_spot
 
@@ -71,7 +71,8 @@ def _pod_stats(
     n_pods = len(pod_first)
     ts_codes, ts_size = _ts_codes(rows)
     pair, first = pair_ids(pid, ts_codes, ts_size)
-    busy_flags = (rows[c.UTIL].to_numpy(dtype="float64") >= threshold).astype("float64")
+    # A raw sample is busy at or above the threshold; an hourly row when any of it was.
+    busy_flags = (idle_fraction(rows, threshold) < 1.0).astype("float64")
     busy = np.bincount(pair, busy_flags, len(first))
     held = np.bincount(pair, minlength=len(first)).astype("float64")
     pod_of = pid[first]
@@ -85,13 +86,21 @@ def _pod_stats(
 def _gpus_requested(
     rows: pd.DataFrame, wid: np.ndarray, pid: np.ndarray, pods: pd.DataFrame, n: int
 ) -> np.ndarray:
-    """Per workload: the most GPUs its pods held at once (pod limits, else units attributed)."""
+    """Per workload: the most GPUs its pods held at once (pod limits, else units attributed).
+
+    On hourly roll-ups a pod counts for the share of the hour it held its units (pods that
+    follow each other within an hour do not add up), and the result is rounded.
+    """
     ts, ts_size = _ts_codes(rows)
-    _, first = pair_ids(pid, ts, ts_size)  # one row per (pod, sample time)
+    pair, first = pair_ids(pid, ts, ts_size)  # one row per (pod, sample time)
     gpus = pods["gpus"].to_numpy(dtype="float64")[pid[first]]
+    if c.SAMPLES in rows.columns:
+        held_s = _group_max(pair, len(first), rows["step_s"].to_numpy(dtype="float64"))
+        gpus = gpus * np.minimum(held_s / 3600.0, 1.0)
     at_ts, at_first = pair_ids(wid[first], ts[first], ts_size)
     per_ts = np.bincount(at_ts, gpus, len(at_first))
-    return _group_max(wid[first][at_first], n, per_ts)
+    most = _group_max(wid[first][at_first], n, per_ts)
+    return np.round(most) if c.SAMPLES in rows.columns else most
 
 
 def _memory_total(
@@ -130,7 +139,7 @@ def _reindexed(values: pd.Series, n: int) -> np.ndarray:
 def _add_sums(out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, threshold: float) -> None:
     n = len(out)
     hours = rows[c.GPU_HOURS].to_numpy(dtype="float64")
-    idle = np.where(rows[c.UTIL].to_numpy(dtype="float64") < threshold, hours, 0.0)
+    idle = hours * idle_fraction(rows, threshold)
     price = rows[c.USD_PER_HOUR].to_numpy(dtype="float64")
     out["allocated_gpu_hours"] = np.bincount(wid, hours, n)
     out["idle_gpu_hours"] = np.bincount(wid, idle, n)

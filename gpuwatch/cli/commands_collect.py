@@ -10,6 +10,7 @@ from types import FrameType
 
 import click
 
+from gpuwatch.cli.commands_db import compact_store, describe_compaction
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
 from gpuwatch.collectors.collect import (
     SOURCE_PROMETHEUS,
@@ -24,6 +25,9 @@ from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.config import Settings
 from gpuwatch.domain.durations import parse_duration, parse_instant
 from gpuwatch.store import writer
+
+#: ``--follow`` applies the storage retention (``db compact``) at most this often.
+COMPACT_EVERY_S = 3600
 
 
 def _now_ts() -> int:
@@ -146,5 +150,9 @@ def collect_command(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     _report(run_once(app, start_ts, end_ts, stop, not no_kubernetes))
+    compacted_ts = 0
     while follow and not stop.wait(pause_s):
         _report(run_once(app, None, None, stop, not no_kubernetes))
+        if _now_ts() - compacted_ts >= COMPACT_EVERY_S:
+            compacted_ts = _now_ts()
+            click.echo(describe_compaction(compact_store(app, compacted_ts)))

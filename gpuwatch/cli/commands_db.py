@@ -1,10 +1,13 @@
-"""``gpuwatch db``: the store's schema."""
+"""``gpuwatch db``: the store's schema, hourly roll-ups and retention."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import click
 
 from gpuwatch.cli.context import AppContext, pass_app
+from gpuwatch.store import rollup
 from gpuwatch.store.engine import current_revision, head_revision, upgrade
 
 
@@ -34,3 +37,48 @@ def db_current(app: AppContext) -> None:
     current, head = current_revision(engine), head_revision()
     state = "up to date" if current == head else "outdated: run `gpuwatch db upgrade`"
     click.echo(f"database: {current or 'no schema'}; gpuwatch needs: {head} ({state})")
+
+
+def _when(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@db.command("rollup")
+@pass_app
+def db_rollup(app: AppContext) -> None:
+    """Rebuild the hourly roll-ups from the raw samples at the configured idle threshold
+    (thresholds.idle_util_pct); hours past the raw retention keep theirs."""
+    engine = app.engine()
+    threshold = app.settings.thresholds.idle_util_pct
+    now_ts = int(datetime.now(UTC).timestamp())
+    with engine.begin() as conn:
+        rows = rollup.rebuild(conn, threshold, now_ts)
+    click.echo(f"rebuilt {rows:,} hourly roll-up rows at an idle threshold of {threshold:g}%")
+
+
+def compact_store(app: AppContext, now_ts: int) -> rollup.Compaction:
+    """Apply the storage retention settings now (``db compact``, and hourly in ``--follow``)."""
+    storage = app.settings.storage
+    with app.engine().begin() as conn:
+        return rollup.compact(
+            conn,
+            now_ts,
+            int(storage.raw_retention.total_seconds()),
+            int(storage.hourly_retention.total_seconds()),
+        )
+
+
+def describe_compaction(done: rollup.Compaction) -> str:
+    return (
+        f"deleted {done.raw_deleted:,} raw samples before {_when(done.raw_kept_from_ts)} and "
+        f"{done.hourly_deleted:,} hourly roll-up rows before {_when(done.hourly_kept_from_ts)}"
+    )
+
+
+@db.command("compact")
+@pass_app
+def db_compact(app: AppContext) -> None:
+    """Delete raw samples older than storage.raw_retention and hourly roll-ups older than
+    storage.hourly_retention. Every hour deleted from raw samples is kept in the roll-ups."""
+    done = compact_store(app, int(datetime.now(UTC).timestamp()))
+    click.echo(describe_compaction(done))

@@ -12,7 +12,7 @@ from gpuwatch.analytics.render import render_csv as render_recommendations_csv
 from gpuwatch.analytics.render import render_json, render_table
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
 from gpuwatch.domain.durations import parse_instant
-from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
+from gpuwatch.report.inputs import RESOLUTIONS, Inputs, load_inputs, policy_from, price_book_from
 from gpuwatch.report.weekly import iso_week_bounds, last_complete_week, render_csv, weekly_report
 
 DEFAULT_RECOMMEND_WINDOW = "7d"
@@ -29,6 +29,16 @@ def _write(text: str, out: str | None) -> None:
     click.echo(f"wrote {out}", err=True)
 
 
+def _inputs(app: AppContext, start_ts: int, end_ts: int, resolution: str | None) -> Inputs:
+    return load_inputs(
+        app.engine(),
+        start_ts,
+        end_ts,
+        resolution=resolution or app.settings.storage.resolution,
+        idle_util_pct=app.settings.thresholds.idle_util_pct,
+    )
+
+
 @click.group()
 def report() -> None:
     """Reports from the store."""
@@ -37,8 +47,15 @@ def report() -> None:
 @report.command("weekly")
 @click.option("--week", help="ISO week like 2026-W46 (default: the last complete week).")
 @click.option("--out", metavar="FILE", help="Write the CSV here (default: standard output).")
+@click.option(
+    "--resolution",
+    type=click.Choice(RESOLUTIONS),
+    help="Read raw samples, hourly roll-ups, or auto (default: storage.resolution).",
+)
 @pass_app
-def report_weekly(app: AppContext, week: str | None, out: str | None) -> None:
+def report_weekly(
+    app: AppContext, week: str | None, out: str | None, resolution: str | None
+) -> None:
     """The weekly GPU waste report CSV: one row per workload and GPU model, plus unallocated
     capacity per node (namespace __idle__), sorted by idle cost."""
     now_ts = int(datetime.now(UTC).timestamp())
@@ -47,8 +64,7 @@ def report_weekly(app: AppContext, week: str | None, out: str | None) -> None:
         start_ts, end_ts = iso_week_bounds(label)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--week") from None
-    engine = app.engine()
-    data = load_inputs(engine, start_ts, end_ts)
+    data = _inputs(app, start_ts, end_ts, resolution)
     frame = weekly_report(
         data.samples,
         data.pods,
@@ -72,8 +88,15 @@ def report_weekly(app: AppContext, week: str | None, out: str | None) -> None:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--resolution",
+    type=click.Choice(RESOLUTIONS),
+    help="Read raw samples, hourly roll-ups, or auto (default: storage.resolution).",
+)
 @pass_app
-def recommend_command(app: AppContext, start: str, end: str | None, fmt: str) -> None:
+def recommend_command(
+    app: AppContext, start: str, end: str | None, fmt: str, resolution: str | None
+) -> None:
     """Right-sizing suggestions with estimated monthly savings and confidence."""
     now = datetime.now(UTC)
     try:
@@ -83,14 +106,14 @@ def recommend_command(app: AppContext, start: str, end: str | None, fmt: str) ->
         raise click.BadParameter(str(exc)) from None
     if end_ts <= start_ts:
         raise click.BadParameter("--end must be after --start")
-    data = load_inputs(app.engine(), start_ts, end_ts)
+    data = _inputs(app, start_ts, end_ts, resolution)
     frame = recommend(
         data.samples,
         data.pods,
         price_book_from(app.settings),
         policy_from(app.settings),
-        start_ts,
-        end_ts,
+        data.start_ts,
+        data.end_ts,
         gpus=data.gpus,
         nodes=data.nodes,
     )

@@ -48,6 +48,14 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("xid", "Int64", "last XID error code, 0 when none"),
 )
 
+#: Hourly roll-ups read as samples (docs/storage.md): ``ts`` is the hour, ``step_s`` the seconds
+#: with a reading, ``util_ratio`` their mean; two more columns carry what a mean cannot.
+HOURLY_SAMPLE_COLUMNS: tuple[Column, ...] = (
+    *SAMPLE_COLUMNS,
+    Column("idle_ratio", "float64", "share of step_s below the idle threshold, NaN without data"),
+    Column("samples", "int64", "raw samples the row stands for"),
+)
+
 #: One row per GPU unit known in the window (for capacity and coverage).
 GPU_COLUMNS: tuple[Column, ...] = (
     Column("cluster", "string", "cluster name"),

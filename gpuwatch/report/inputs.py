@@ -5,6 +5,7 @@ Built from the settings once per command or request, then passed to the pure ana
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import pandas as pd
@@ -14,11 +15,14 @@ from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.config import Settings
 from gpuwatch.domain.pricing import PriceBook, build_price_book
 from gpuwatch.store import repository
+from gpuwatch.store.models import HOUR_S
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """The store's frames for ``[start_ts, end_ts)``."""
+    """The store's frames for ``[start_ts, end_ts)``, from raw samples or hourly roll-ups."""
 
     start_ts: int
     end_ts: int
@@ -26,6 +30,7 @@ class Inputs:
     pods: pd.DataFrame
     gpus: pd.DataFrame
     nodes: pd.DataFrame
+    resolution: str = "raw"
 
 
 def price_book_from(settings: Settings) -> PriceBook:
@@ -42,13 +47,64 @@ def policy_from(settings: Settings) -> AnalyticsPolicy:
     )
 
 
-def load_inputs(engine: Engine, start_ts: int, end_ts: int) -> Inputs:
-    """The frames costing, the weekly report and recommendations need (no health readings)."""
+RESOLUTIONS = ("auto", "raw", "hourly")
+
+
+def _hour_window(start_ts: int, end_ts: int) -> tuple[int, int]:
+    return start_ts - start_ts % HOUR_S, -(-end_ts // HOUR_S) * HOUR_S
+
+
+def choose_resolution(
+    engine: Engine, start_ts: int, end_ts: int, resolution: str, idle_util_pct: float
+) -> str:
+    """``raw`` or ``hourly`` for ``auto``: roll-ups when they match the idle threshold and
+    cover the window, raw samples otherwise (docs/storage.md)."""
+    if resolution not in RESOLUTIONS:
+        raise ValueError(f"resolution must be one of {', '.join(RESOLUTIONS)}, not {resolution!r}")
+    if resolution != "auto":
+        return resolution
+    first, last = _hour_window(start_ts, end_ts)
+    raw = repository.has_samples(engine, start_ts, end_ts)
+    if raw and not repository.has_hourly(engine, first, last):
+        return "raw"
+    built_at = repository.rollup_idle_util_pct(engine)
+    if built_at is not None and abs(built_at - idle_util_pct) > 1e-9:
+        log.warning(
+            "hourly roll-ups count idle time below %g%% utilization, the settings say %g%%; "
+            "%s. Run `gpuwatch db rollup --rebuild` to rebuild them at the new threshold.",
+            built_at,
+            idle_util_pct,
+            "reading raw samples instead" if raw else "no raw samples are left for this window",
+        )
+        return "raw" if raw else "hourly"
+    return "hourly"
+
+
+def load_inputs(
+    engine: Engine,
+    start_ts: int,
+    end_ts: int,
+    *,
+    resolution: str = "raw",
+    idle_util_pct: float = 5.0,
+) -> Inputs:
+    """The frames costing, the weekly report and recommendations need (no health readings).
+
+    ``resolution``: ``raw`` samples, ``hourly`` roll-ups (the window widened to whole hours),
+    or ``auto`` (:func:`choose_resolution`).
+    """
+    chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
+    if chosen == "hourly":
+        start_ts, end_ts = _hour_window(start_ts, end_ts)
+        samples = repository.load_hourly_samples(engine, start_ts, end_ts)
+    else:
+        samples = repository.load_samples(engine, start_ts, end_ts, health=False)
     return Inputs(
         start_ts=start_ts,
         end_ts=end_ts,
-        samples=repository.load_samples(engine, start_ts, end_ts, health=False),
+        samples=samples,
         pods=repository.load_pods(engine),
         gpus=repository.load_gpus(engine),
         nodes=repository.load_nodes(engine),
+        resolution=chosen,
     )

@@ -19,6 +19,7 @@ from sqlalchemy import Table, func, insert, inspect, select
 from sqlalchemy.engine import Connection
 
 from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES, SimulatedData
+from gpuwatch.store import rollup
 from gpuwatch.store.models import (
     SAMPLE_FIELDS,
     UTIL_SIGNALS,
@@ -101,6 +102,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     _insert_namespaces(conn, data, clusters)
     pods = _insert_pods(conn, data, clusters, nodes)
     written = _insert_samples(conn, data, gpu_ids[gpu_index], pods)
+    rollup.roll_up(conn, data.start_ts, data.end_ts)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
     detail = {"start_ts": data.start_ts, "step_s": data.step_s}
     conn.execute(

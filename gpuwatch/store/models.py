@@ -195,3 +195,55 @@ class CollectionState(Base):
     watermark_ts: Mapped[int] = mapped_column(BigInteger)
     updated_ts: Mapped[int] = mapped_column(BigInteger)
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+#: ``gpu_samples_hourly.pod_id`` of the unallocated part of an hour (no pod held the unit).
+NO_POD = 0
+HOUR_S = 3600
+
+
+class GpuSampleHourly(Base):
+    """One GPU unit's samples of one hour, per pod that held it (``pod_id`` 0: unallocated).
+
+    The additive quantities of the cost model are exact sums (seconds, never averages):
+    ``data_s`` (Σ step of samples with a utilization reading), ``used_s`` (Σ util × step),
+    ``idle_s`` (Σ step of samples below ``rollup_state.idle_util_pct``). The rest are hourly
+    maxima (``util_max``, ``fb_used_max_mib``, ``temp_max_c``, ``xid``), the sum and count of
+    power readings, and the first and last sample instants, for coverage.
+    """
+
+    __tablename__ = "gpu_samples_hourly"
+    __table_args__ = (
+        Index("ix_gpu_samples_hourly_gpu_id_hour_ts", "gpu_id", "hour_ts"),
+        {"sqlite_with_rowid": False},
+    )
+
+    hour_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
+    pod_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    samples: Mapped[int] = mapped_column(Integer)
+    step_s: Mapped[int] = mapped_column(Integer)
+    first_ts: Mapped[int] = mapped_column(BigInteger)
+    last_ts: Mapped[int] = mapped_column(BigInteger)
+    data_s: Mapped[int] = mapped_column(Integer)
+    used_s: Mapped[float] = mapped_column(Float)
+    idle_s: Mapped[int] = mapped_column(Integer)
+    util_max: Mapped[float | None] = mapped_column(Float)
+    util_signal: Mapped[int | None] = mapped_column(SmallInteger)
+    fb_used_max_mib: Mapped[float | None] = mapped_column(Float)
+    fb_total_mib: Mapped[float | None] = mapped_column(Float)
+    power_w_sum: Mapped[float | None] = mapped_column(Float)
+    power_n: Mapped[int] = mapped_column(Integer)
+    temp_max_c: Mapped[float | None] = mapped_column(Float)
+    xid: Mapped[int | None] = mapped_column(Integer)
+
+
+class RollupState(Base):
+    """How the hourly roll-ups were built: the idle threshold ``idle_s`` counts against."""
+
+    __tablename__ = "rollup_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    idle_util_pct: Mapped[float] = mapped_column(Float)
+    updated_ts: Mapped[int] = mapped_column(BigInteger)
+    raw_kept_from_ts: Mapped[int | None] = mapped_column(BigInteger)

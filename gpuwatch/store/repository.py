@@ -15,18 +15,22 @@ from sqlalchemy import Engine, func, select
 
 from gpuwatch.domain.frames import (
     GPU_COLUMNS,
+    HOURLY_SAMPLE_COLUMNS,
     NODE_COLUMNS,
     POD_COLUMNS,
     SAMPLE_COLUMNS,
     conform,
 )
+from gpuwatch.store import rollup
 from gpuwatch.store.models import (
+    NO_POD,
     SAMPLE_FIELDS,
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
     Gpu,
     GpuSample,
+    GpuSampleHourly,
     Node,
     Pod,
 )
@@ -151,14 +155,7 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int, health: bool) -> pd
         f"SELECT {', '.join(fields)} FROM {GpuSample.__tablename__} "  # noqa: S608
         f"WHERE ts >= {mark} AND ts < {mark}"
     )
-    with engine.connect() as conn:
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(sql, (int(start_ts), int(end_ts)))
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
-    matrix = np.array(rows, dtype=float).reshape(-1, len(fields))
+    matrix = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(fields))
     frame = pd.DataFrame(matrix, columns=fields)
     if not health:
         frame = frame.assign(**dict.fromkeys(HEALTH_FIELDS, np.nan))
@@ -166,6 +163,19 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int, health: bool) -> pd
         frame[name] = frame[name].astype(np.int64)
     for name in ("pod_id", "util_signal", "xid"):
         frame[name] = frame[name].astype("Int64")
+    return frame
+
+
+def _with_facts(engine: Engine, samples: pd.DataFrame) -> pd.DataFrame:
+    """Sample rows joined with their GPU unit's and pod's facts (strings read once each)."""
+    gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
+    pods = load_pods(engine)[
+        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
+    ].rename(columns={"gpu_count": "pod_gpu_count"})
+    frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
+    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
+    frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
+    frame["xid"] = frame["xid"].fillna(0)
     return frame
 
 
@@ -177,15 +187,106 @@ def load_samples(
     ``health=False`` leaves power, temperature and XID unread (NaN/0): costing needs none of them.
     """
     samples = _raw_samples(engine, start_ts, end_ts, health)
-    gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
-    pods = load_pods(engine)[
-        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
-    ].rename(columns={"gpu_count": "pod_gpu_count"})
-    frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
-    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
-    frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
-    frame["xid"] = frame["xid"].fillna(0)
-    return conform(frame, SAMPLE_COLUMNS)
+    return conform(_with_facts(engine, samples), SAMPLE_COLUMNS)
+
+
+def _fetch_matrix(engine: Engine, sql: str, params: tuple[int, ...], width: int) -> np.ndarray:
+    with engine.connect() as conn:
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    return np.array(rows, dtype=float).reshape(-1, width)
+
+
+_HOURLY_SELECT = (
+    "hour_ts",
+    "gpu_id",
+    "pod_id",
+    "samples",
+    "data_s",
+    "used_s",
+    "idle_s",
+    "util_signal",
+    "fb_used_max_mib",
+    "fb_total_mib",
+    "power_w_sum",
+    "power_n",
+    "temp_max_c",
+    "xid",
+)
+
+
+def load_hourly_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows.
+
+    One row per (hour, GPU unit, pod): ``ts`` is the hour, ``step_s`` the seconds with a
+    utilization reading, ``util_ratio`` their mean, ``idle_ratio`` their idle share,
+    ``samples`` the raw samples behind the row; memory, temperature and XID are the hour's
+    maxima, power its mean. Columns: :data:`HOURLY_SAMPLE_COLUMNS` (docs/storage.md).
+    """
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"SELECT {', '.join(_HOURLY_SELECT)} FROM {GpuSampleHourly.__tablename__} "  # noqa: S608
+        f"WHERE hour_ts >= {mark} AND hour_ts < {mark}"
+    )
+    m = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(_HOURLY_SELECT))
+    cols = {name: m[:, i] for i, name in enumerate(_HOURLY_SELECT)}
+    data_s = cols["data_s"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util = np.where(data_s > 0, cols["used_s"] / data_s, np.nan)
+        idle = np.where(data_s > 0, cols["idle_s"] / data_s, np.nan)
+        power = np.where(cols["power_n"] > 0, cols["power_w_sum"] / cols["power_n"], np.nan)
+    pod = pd.Series(cols["pod_id"].astype(np.int64), dtype="Int64")
+    samples = pd.DataFrame(
+        {
+            "gpu_id": cols["gpu_id"].astype(np.int64),
+            "ts": cols["hour_ts"].astype(np.int64),
+            "step_s": data_s.astype(np.int64),
+            "pod_id": pod.mask(pod.eq(NO_POD)),
+            "util_ratio": util,
+            "util_signal": pd.array(cols["util_signal"], dtype="Float64").astype("Int64"),
+            "fb_used_mib": cols["fb_used_max_mib"],
+            "fb_total_mib": cols["fb_total_mib"],
+            "power_w": power,
+            "temp_c": cols["temp_max_c"],
+            "xid": pd.array(cols["xid"], dtype="Float64").astype("Int64"),
+            "idle_ratio": idle,
+            "samples": cols["samples"].astype(np.int64),
+        }
+    )
+    return conform(_with_facts(engine, samples), HOURLY_SAMPLE_COLUMNS)
+
+
+def has_hourly(engine: Engine, start_ts: int, end_ts: int) -> bool:
+    """Whether any roll-up falls in the window (cheap: the primary key's range)."""
+    with engine.connect() as conn:
+        stmt = (
+            select(GpuSampleHourly.hour_ts)
+            .where(GpuSampleHourly.hour_ts >= int(start_ts), GpuSampleHourly.hour_ts < int(end_ts))
+            .limit(1)
+        )
+        return conn.execute(stmt).first() is not None
+
+
+def rollup_idle_util_pct(engine: Engine) -> float | None:
+    """The idle threshold the roll-ups were built at (None: no roll-up state recorded)."""
+    with engine.connect() as conn:
+        state = rollup.read_state(conn)
+    return None if state is None else state.idle_util_pct
+
+
+def has_samples(engine: Engine, start_ts: int, end_ts: int) -> bool:
+    """Whether any raw sample falls in the window (cheap: the primary key's range)."""
+    with engine.connect() as conn:
+        stmt = (
+            select(GpuSample.ts)
+            .where(GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts))
+            .limit(1)
+        )
+        return conn.execute(stmt).first() is not None
 
 
 @dataclass(frozen=True)

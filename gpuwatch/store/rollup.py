@@ -1,0 +1,142 @@
+"""Hourly roll-ups of ``gpu_samples`` and the retention of raw samples (docs/storage.md).
+
+Every writer of samples rolls up the hours it touched in the same transaction
+(:func:`roll_up`), so ``gpu_samples_hourly`` always holds every hour that has raw samples, and
+raw samples can be deleted after ``storage.raw_retention`` without losing a GPU-hour or a
+dollar (:func:`compact`). The SQL is the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, delete, func, insert, select, text
+
+from gpuwatch.store.models import HOUR_S, NO_POD, GpuSample, GpuSampleHourly, RollupState
+
+#: ``rollup_state`` has one row.
+STATE_ID = 1
+DEFAULT_IDLE_UTIL_PCT = 5.0
+
+_COLUMNS = (
+    "hour_ts, gpu_id, pod_id, samples, step_s, first_ts, last_ts, data_s, used_s, idle_s, "
+    "util_max, util_signal, fb_used_max_mib, fb_total_mib, power_w_sum, power_n, temp_max_c, xid"
+)
+# util_ratio is clipped to 0-1 for used_s, as the cost model does; NULL readings are no data.
+_ROLL_UP_SQL = f"""
+INSERT INTO gpu_samples_hourly ({_COLUMNS})
+SELECT (ts / {HOUR_S}) * {HOUR_S}, gpu_id, COALESCE(pod_id, {NO_POD}),
+    COUNT(*), MAX(step_s), MIN(ts), MAX(ts),
+    SUM(CASE WHEN util_ratio IS NULL THEN 0 ELSE step_s END),
+    SUM(CASE WHEN util_ratio IS NULL OR util_ratio <= 0 THEN 0.0
+             WHEN util_ratio >= 1 THEN step_s * 1.0 ELSE util_ratio * step_s END),
+    SUM(CASE WHEN util_ratio IS NOT NULL AND util_ratio < :idle_ratio THEN step_s ELSE 0 END),
+    MAX(util_ratio), MAX(util_signal), MAX(fb_used_mib), MAX(fb_total_mib),
+    SUM(power_w), COUNT(power_w), MAX(temp_c), MAX(xid)
+FROM gpu_samples
+WHERE ts >= :start_ts AND ts < :end_ts
+GROUP BY (ts / {HOUR_S}) * {HOUR_S}, gpu_id, COALESCE(pod_id, {NO_POD})
+"""  # noqa: S608 - constants only
+
+
+@dataclass(frozen=True)
+class RollupInfo:
+    """How the roll-ups were built, and the oldest instant raw samples are kept from."""
+
+    idle_util_pct: float
+    updated_ts: int
+    raw_kept_from_ts: int | None
+
+
+def hour_floor(ts: int) -> int:
+    return ts - ts % HOUR_S
+
+
+def hour_ceil(ts: int) -> int:
+    return -(-ts // HOUR_S) * HOUR_S
+
+
+def read_state(conn: Connection) -> RollupInfo | None:
+    row = conn.execute(
+        select(RollupState.idle_util_pct, RollupState.updated_ts, RollupState.raw_kept_from_ts)
+    ).first()
+    if row is None:
+        return None
+    kept = None if row[2] is None else int(row[2])
+    return RollupInfo(float(row[0]), int(row[1]), kept)
+
+
+def write_state(
+    conn: Connection, idle_util_pct: float, now_ts: int, raw_kept_from_ts: int | None
+) -> None:
+    conn.execute(delete(RollupState))
+    conn.execute(
+        insert(RollupState).values(
+            id=STATE_ID,
+            idle_util_pct=float(idle_util_pct),
+            updated_ts=int(now_ts),
+            raw_kept_from_ts=raw_kept_from_ts,
+        )
+    )
+
+
+def idle_util_pct(conn: Connection) -> float:
+    """The threshold roll-ups count idle seconds against (the default before any is recorded)."""
+    state = read_state(conn)
+    return DEFAULT_IDLE_UTIL_PCT if state is None else state.idle_util_pct
+
+
+def roll_up(conn: Connection, start_ts: int, end_ts: int) -> int:
+    """Rebuild the roll-ups of every hour that ``[start_ts, end_ts)`` touches; returns rows.
+
+    Whole hours are recomputed from the raw samples, so rolling up again changes nothing.
+    """
+    if end_ts <= start_ts:
+        return 0
+    first, last = hour_floor(int(start_ts)), hour_ceil(int(end_ts))
+    hours = (GpuSampleHourly.hour_ts >= first) & (GpuSampleHourly.hour_ts < last)
+    conn.execute(delete(GpuSampleHourly).where(hours))
+    params = {"idle_ratio": idle_util_pct(conn) / 100.0, "start_ts": first, "end_ts": last}
+    result = conn.execute(text(_ROLL_UP_SQL), params)
+    return max(int(result.rowcount or 0), 0)
+
+
+def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: int = 86400) -> int:
+    """Recompute every roll-up from the raw samples at a new idle threshold; returns rows.
+
+    Hours whose raw samples are gone (past the retention) keep their roll-ups as they are.
+    """
+    state = read_state(conn)
+    kept_from = None if state is None else state.raw_kept_from_ts
+    write_state(conn, idle_util_pct_value, now_ts, kept_from)
+    bounds = conn.execute(select(func.min(GpuSample.ts), func.max(GpuSample.ts))).one()
+    if bounds[0] is None:
+        return 0
+    rows = 0
+    for start in range(hour_floor(int(bounds[0])), int(bounds[1]) + 1, span_s):
+        rows += roll_up(conn, start, start + span_s)
+    return rows
+
+
+@dataclass(frozen=True)
+class Compaction:
+    raw_deleted: int
+    hourly_deleted: int
+    raw_kept_from_ts: int
+    hourly_kept_from_ts: int
+
+
+def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) -> Compaction:
+    """Delete raw samples older than ``raw_keep_s`` and roll-ups older than ``hourly_keep_s``.
+
+    Cut-offs are whole hours, so an hour is either entirely raw-backed or roll-up only.
+    """
+    raw_cut = hour_floor(int(now_ts) - int(raw_keep_s))
+    hourly_cut = hour_floor(int(now_ts) - max(int(hourly_keep_s), int(raw_keep_s)))
+    raw = conn.execute(delete(GpuSample).where(GpuSample.ts < raw_cut))
+    old = conn.execute(delete(GpuSampleHourly).where(GpuSampleHourly.hour_ts < hourly_cut))
+    state = read_state(conn)
+    threshold = DEFAULT_IDLE_UTIL_PCT if state is None else state.idle_util_pct
+    updated = now_ts if state is None else state.updated_ts
+    write_state(conn, threshold, updated, raw_cut)
+    return Compaction(int(raw.rowcount or 0), int(old.rowcount or 0), raw_cut, hourly_cut)

@@ -1,0 +1,193 @@
+"""Hourly roll-ups: exact additive quantities, idempotence, thresholds, retention, resolution."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.summary import summarize
+from gpuwatch.domain.pricing import build_price_book
+from gpuwatch.report.inputs import choose_resolution, load_inputs
+from gpuwatch.simulate.fleet import build_fleet
+from gpuwatch.simulate.generate import SimulatedData, generate
+from gpuwatch.simulate.load import load_simulated
+from gpuwatch.store import repository, rollup
+from gpuwatch.store.engine import make_engine, upgrade
+
+END_TS = int(datetime(2026, 11, 16, tzinfo=UTC).timestamp())
+START_TS = END_TS - 2 * 86400  # raw retention in the tests: the last day
+STEP_S = 900
+IDLE = 0.05
+HOURLY_COLUMNS = (
+    "hour_ts, gpu_id, pod_id, samples, step_s, first_ts, last_ts, data_s, used_s, idle_s, "
+    "util_max, fb_used_max_mib, power_w_sum, power_n, temp_max_c, xid"
+)
+
+
+@pytest.fixture(scope="module")
+def data() -> SimulatedData:
+    return generate(build_fleet(7), START_TS, END_TS, STEP_S)
+
+
+@pytest.fixture
+def engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
+    engine = make_engine(store_url)
+    upgrade(engine)
+    with engine.begin() as conn:
+        load_simulated(conn, data)
+    yield engine
+    engine.dispose()
+
+
+def _hourly_rows(engine: Engine) -> list[tuple[object, ...]]:
+    with engine.connect() as conn:
+        sql = f"SELECT {HOURLY_COLUMNS} FROM gpu_samples_hourly ORDER BY hour_ts, gpu_id, pod_id"
+        return [tuple(row) for row in conn.execute(sa.text(sql))]
+
+
+def _summary(samples: pd.DataFrame, pods: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
+    costed = prepare(samples, pods, build_price_book(2.0, 0.6, {}, {}))
+    return summarize(costed, by, IDLE).set_index(list(by)).sort_index()
+
+
+@pytest.mark.parametrize("by", [("cluster", "namespace", "workload"), ("cluster", "node")])
+def test_additive_quantities_are_exact_under_rollup(engine: Engine, by: tuple[str, ...]) -> None:
+    pods = repository.load_pods(engine)
+    raw = _summary(repository.load_samples(engine, START_TS, END_TS), pods, by)
+    hourly = _summary(repository.load_hourly_samples(engine, START_TS, END_TS), pods, by)
+    assert list(hourly.index) == list(raw.index)
+    for name in c.SUM_COLUMNS:
+        np.testing.assert_allclose(hourly[name], raw[name], rtol=1e-9, atol=1e-9, err_msg=name)
+    assert raw[c.IDLE_GPU_HOURS].sum() > 0 and raw[c.UNALLOCATED_GPU_HOURS].sum() > 0
+
+
+def test_hourly_rows_count_every_sample_once(engine: Engine, data: SimulatedData) -> None:
+    hourly = repository.load_hourly_samples(engine, START_TS, END_TS)
+    assert int(hourly["samples"].sum()) == len(data.samples)
+    assert set(hourly["ts"] % 3600) == {0}
+    assert hourly["step_s"].max() <= 3600
+    assert hourly["idle_ratio"].dropna().between(0, 1).all()
+
+
+def test_rolling_up_again_changes_nothing(engine: Engine) -> None:
+    before = _hourly_rows(engine)
+    with engine.begin() as conn:
+        rows = rollup.roll_up(conn, START_TS + 1800, START_TS + 5400)
+    assert rows > 0
+    assert _hourly_rows(engine) == before
+
+
+def test_rebuild_counts_idle_time_at_the_new_threshold(engine: Engine) -> None:
+    def idle_s() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT sum(idle_s) FROM gpu_samples_hourly")).scalar())
+
+    at_5 = idle_s()
+    with engine.begin() as conn:
+        rollup.rebuild(conn, 30.0, END_TS)
+        state = rollup.read_state(conn)
+    assert state is not None and state.idle_util_pct == 30.0
+    assert idle_s() > at_5
+    with engine.begin() as conn:
+        rollup.rebuild(conn, 5.0, END_TS)
+    assert idle_s() == at_5
+
+
+def test_compaction_keeps_every_gpu_hour_of_the_deleted_raw_samples(engine: Engine) -> None:
+    pods = repository.load_pods(engine)
+    by = ("cluster", "namespace")
+    before = _summary(repository.load_hourly_samples(engine, START_TS, END_TS), pods, by)
+    with engine.begin() as conn:
+        done = rollup.compact(conn, END_TS, raw_keep_s=86400, hourly_keep_s=400 * 86400)
+        state = rollup.read_state(conn)
+    assert done.raw_deleted > 0 and done.hourly_deleted == 0
+    assert done.raw_kept_from_ts == END_TS - 86400
+    assert state is not None and state.raw_kept_from_ts == END_TS - 86400
+    assert not repository.has_samples(engine, START_TS, END_TS - 86400)
+    assert repository.has_samples(engine, END_TS - 86400, END_TS)
+    after = _summary(repository.load_hourly_samples(engine, START_TS, END_TS), pods, by)
+    pd.testing.assert_frame_equal(after, before)
+
+
+def test_compaction_drops_rollups_past_their_retention(engine: Engine) -> None:
+    with engine.begin() as conn:
+        done = rollup.compact(conn, END_TS, raw_keep_s=86400, hourly_keep_s=86400 + 3600)
+    assert done.hourly_deleted > 0
+    hourly = repository.load_hourly_samples(engine, START_TS, END_TS)
+    assert hourly["ts"].min() == END_TS - 86400 - 3600
+
+
+def test_auto_reads_rollups_when_they_match_the_threshold(engine: Engine) -> None:
+    assert choose_resolution(engine, START_TS, END_TS, "auto", 5.0) == "hourly"
+    assert choose_resolution(engine, START_TS, END_TS, "raw", 5.0) == "raw"
+    inputs = load_inputs(engine, START_TS + 600, END_TS - 600, resolution="auto")
+    assert inputs.resolution == "hourly"
+    assert (inputs.start_ts, inputs.end_ts) == (START_TS, END_TS)  # widened to whole hours
+
+
+def test_auto_falls_back_to_raw_samples_at_another_threshold(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        chosen = choose_resolution(engine, START_TS, END_TS, "auto", 10.0)
+    assert chosen == "raw"
+    assert "gpuwatch db rollup" in caplog.text and "10%" in caplog.text
+
+
+def test_auto_reads_raw_samples_that_were_never_rolled_up(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM gpu_samples_hourly"))
+    assert choose_resolution(engine, START_TS, END_TS, "auto", 5.0) == "raw"
+
+
+def test_an_unknown_resolution_is_refused(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="auto, raw, hourly"):
+        choose_resolution(engine, START_TS, END_TS, "daily", 5.0)
+
+
+def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"GPUWATCH_DATABASE_URL": url, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_rollup_and_compact(tmp_path: Path) -> None:
+    # Six hours that ended 40 days ago: past the default raw retention (35 d), within the
+    # roll-ups' (400 d), whatever today is.
+    now_ts = int(datetime.now(UTC).timestamp())
+    end_ts = now_ts - now_ts % 3600 - 40 * 86400
+    old = generate(build_fleet(7), end_ts - 6 * 3600, end_ts, 600)
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    with engine.begin() as conn:
+        load_simulated(conn, old)
+    rebuilt = _cli(url, "db", "rollup")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "hourly roll-up rows at an idle threshold of 5%" in rebuilt.stdout
+    compacted = _cli(url, "db", "compact")
+    assert compacted.returncode == 0, compacted.stderr
+    assert f"deleted {len(old.samples):,} raw samples before" in compacted.stdout
+    assert "and 0 hourly roll-up rows" in compacted.stdout
+    assert not repository.has_samples(engine, end_ts - 6 * 3600, end_ts)
+    hourly = repository.load_hourly_samples(engine, end_ts - 6 * 3600, end_ts)
+    assert int(hourly["samples"].sum()) == len(old.samples)
+    engine.dispose()
