@@ -41,16 +41,24 @@ def _settings(db_url: str) -> Any:
     return load_settings(None, environ={}, overrides={"database_url": db_url})
 
 
-def child_report(db_url: str, week_start_ts: int) -> None:
-    """``gpuwatch report weekly`` in-process: load, compute, render; figures as JSON."""
-    from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
-    from gpuwatch.report.weekly import render_csv, weekly_report
+def _load(db_url: str, start_ts: int, end_ts: int, resolution: str) -> Any:
+    """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution."""
+    from gpuwatch.report.inputs import load_inputs
     from gpuwatch.store.engine import make_engine
 
-    settings = _settings(db_url)
+    threshold = _settings(db_url).thresholds.idle_util_pct
     engine = make_engine(db_url)
+    return load_inputs(engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold)
+
+
+def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
+    """``gpuwatch report weekly`` in-process: load, compute, render; figures as JSON."""
+    from gpuwatch.report.inputs import policy_from, price_book_from
+    from gpuwatch.report.weekly import render_csv, weekly_report
+
+    settings = _settings(db_url)
     t0 = time.perf_counter()
-    data = load_inputs(engine, week_start_ts, week_start_ts + WEEK_S)
+    data = _load(db_url, week_start_ts, week_start_ts + WEEK_S, resolution)
     t1 = time.perf_counter()
     frame = weekly_report(
         data.samples,
@@ -71,6 +79,7 @@ def child_report(db_url: str, week_start_ts: int) -> None:
             "load_s": t1 - t0,
             "compute_s": t2 - t1,
             "samples": len(data.samples),
+            "resolution": data.resolution,
             "rows": len(frame),
             "csv_bytes": len(text),
             "namespaces": {str(k): [float(x) for x in v] for k, v in sums.iterrows()},
@@ -78,16 +87,14 @@ def child_report(db_url: str, week_start_ts: int) -> None:
     )
 
 
-def child_recommend(db_url: str, start_ts: int, end_ts: int) -> None:
+def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) -> None:
     """``gpuwatch recommend`` in-process over ``[start_ts, end_ts)``; figures as JSON."""
     from gpuwatch.analytics.recommend import recommend
-    from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
-    from gpuwatch.store.engine import make_engine
+    from gpuwatch.report.inputs import policy_from, price_book_from
 
     settings = _settings(db_url)
-    engine = make_engine(db_url)
     t0 = time.perf_counter()
-    data = load_inputs(engine, start_ts, end_ts)
+    data = _load(db_url, start_ts, end_ts, resolution)
     t1 = time.perf_counter()
     frame = recommend(
         data.samples,
@@ -106,6 +113,7 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int) -> None:
             "load_s": t1 - t0,
             "compute_s": t2 - t1,
             "samples": len(data.samples),
+            "resolution": data.resolution,
             "rows": len(frame),
         }
     )
@@ -199,8 +207,8 @@ def _runs(name: str, argv: list[str], runs: int, unit: str, limit_gb: float) -> 
         measure.extra = p
         print(
             f"  {name} run {run + 1}: {p['seconds']:.2f}s (read {p['load_s']:.2f}s + compute "
-            f"{p['compute_s']:.2f}s), {p['samples']:,} samples, {p['rows']} rows, peak RSS "
-            f"{result.rss_mib:,.0f} MiB, load {load:.2f}",
+            f"{p['compute_s']:.2f}s), {p['samples']:,} {p['resolution']} rows read, "
+            f"{p['rows']} rows out, peak RSS {result.rss_mib:,.0f} MiB, load {load:.2f}",
             flush=True,
         )
     if parts:
@@ -246,6 +254,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--step", type=int, default=60)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--raw-days", type=float, help="a compacted store (see fleetgen.py)")
+    parser.add_argument(
+        "--resolution",
+        default="auto",
+        choices=("auto", "raw", "hourly"),
+        help="what the report reads (as storage.resolution)",
+    )
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite and/or postgres")
     parser.add_argument("--no-baseline", action="store_true", help="skip the PromQL baseline")
     parser.add_argument("--no-recommend", action="store_true", help="skip recommend")
@@ -273,13 +288,15 @@ def _gpuwatch(
             urls["postgres"] = fleetgen.ensure_postgres(size, server)
         print(S.machine_line())
         for backend, url in urls.items():
-            argv = [__file__, "--child", "report", url, str(week_start)]
-            name = f"weekly report, {gpus} GPUs, {backend}"
-            measures.append(_runs(name, argv, args.runs, "samples", args.mem_limit_gb))
+            res = args.resolution
+            argv = [__file__, "--child", "report", url, res, str(week_start)]
+            name = f"weekly report, {gpus} GPUs, {backend}, {res}"
+            measures.append(_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
             if not args.no_recommend:
-                argv = [__file__, "--child", "recommend", url, str(size.start_ts), str(size.end_ts)]
-                name = f"recommend {size.days:g}d, {gpus} GPUs, {backend}"
-                measures.append(_runs(name, argv, args.runs, "samples", args.mem_limit_gb))
+                window = [str(week_start), str(size.end_ts)]
+                argv = [__file__, "--child", "recommend", url, res, *window]
+                name = f"recommend 7d, {gpus} GPUs, {backend}, {res}"
+                measures.append(_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
     return measures
 
 
@@ -303,13 +320,13 @@ def _baseline(
 def main() -> None:
     args = _parser().parse_args()
     if args.child:
-        kind, db, *rest = args.child
+        kind, db, res, *rest = args.child
         if kind == "report":
-            child_report(db, int(rest[0]))
+            child_report(db, int(rest[0]), res)
         else:
-            child_recommend(db, int(rest[0]), int(rest[1]))
+            child_recommend(db, int(rest[0]), int(rest[1]), res)
         return
-    size = fleetgen.Size(args.gpus, args.days, args.step, args.seed)
+    size = fleetgen.Size(args.gpus, args.days, args.step, args.seed, args.raw_days)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     fleet = fleetgen.scaled_fleet(size.gpus, size.seed)
     gpus = fleetgen.physical_gpus(fleet)

@@ -96,7 +96,7 @@ def load_inputs(
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
     if chosen == "hourly":
         start_ts, end_ts = _hour_window(start_ts, end_ts)
-        samples = repository.load_hourly_samples(engine, start_ts, end_ts)
+        samples = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
     else:
         samples = repository.load_samples(engine, start_ts, end_ts, health=False)
     return Inputs(

@@ -219,21 +219,29 @@ _HOURLY_SELECT = (
 )
 
 
-def load_hourly_samples(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+_HOURLY_HEALTH = ("power_w_sum", "power_n", "temp_max_c", "xid")
+
+
+def load_hourly_samples(
+    engine: Engine, start_ts: int, end_ts: int, *, health: bool = True
+) -> pd.DataFrame:
     """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows.
 
     One row per (hour, GPU unit, pod): ``ts`` is the hour, ``step_s`` the seconds with a
     utilization reading, ``util_ratio`` their mean, ``idle_ratio`` their idle share,
     ``samples`` the raw samples behind the row; memory, temperature and XID are the hour's
     maxima, power its mean. Columns: :data:`HOURLY_SAMPLE_COLUMNS` (docs/storage.md).
+    ``health=False`` leaves power, temperature and XID unread (NaN/0), as for raw samples.
     """
+    fields = [f for f in _HOURLY_SELECT if health or f not in _HOURLY_HEALTH]
     mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
     sql = (
-        f"SELECT {', '.join(_HOURLY_SELECT)} FROM {GpuSampleHourly.__tablename__} "  # noqa: S608
+        f"SELECT {', '.join(fields)} FROM {GpuSampleHourly.__tablename__} "  # noqa: S608
         f"WHERE hour_ts >= {mark} AND hour_ts < {mark}"
     )
-    m = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(_HOURLY_SELECT))
-    cols = {name: m[:, i] for i, name in enumerate(_HOURLY_SELECT)}
+    m = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(fields))
+    nan = np.full(len(m), np.nan)
+    cols = {name: m[:, fields.index(name)] if name in fields else nan for name in _HOURLY_SELECT}
     data_s = cols["data_s"]
     with np.errstate(invalid="ignore", divide="ignore"):
         util = np.where(data_s > 0, cols["used_s"] / data_s, np.nan)
