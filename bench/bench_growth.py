@@ -1,12 +1,13 @@
 """How report time grows with the data: the weekly report and recommend at several sizes.
 
 Each size is GPUs × days of 60 s samples ending with ISO week 2026-W46 (so a size of D ≤ 7 days
-fills the last D days of the report week, and the samples read grow with GPUs × days). Each
-measurement runs in a child process of its own (``bench_report.py``'s children). Growth is at
-most linear when the time per sample does not rise with size: the table shows seconds per
-million samples and the log-log slope between the smallest and largest size (1.0 = linear).
+fills the last D days of the report week, and the rows read grow with GPUs × days). Each
+measurement runs in a child process of its own (``bench_report.py``'s children) and reads what
+the CLI reads (``--resolution auto``: the hourly roll-ups). Growth is at most linear when the
+time per row does not rise with size: the table shows seconds per million rows read and the
+log-log slope between the smallest and largest size (1.0 = linear).
 
-    .venv/bin/python bench/bench_growth.py --sizes 100x1,200x1,200x2,400x2 --runs 3
+    .venv/bin/python bench/bench_growth.py --sizes 250x7,500x7,1000x7,2000x7 --runs 3
 """
 
 from __future__ import annotations
@@ -32,13 +33,16 @@ def _parse_sizes(text: str) -> list[tuple[int, float]]:
     return sizes
 
 
-def _measure(kind: str, url: str, size: fleetgen.Size, runs: int) -> tuple[list[float], int, float]:
-    """(seconds of each run, samples read, peak RSS MiB) of one report kind on one store."""
+def _measure(
+    kind: str, url: str, size: fleetgen.Size, runs: int, resolution: str
+) -> tuple[list[float], int, float]:
+    """(seconds of each run, rows read, peak RSS MiB) of one report kind on one store."""
     week_start = fleetgen.END_TS - 7 * 86400
     if kind == "report":
-        argv = [REPORT, "--child", "report", url, str(week_start)]
+        argv = [REPORT, "--child", "report", url, resolution, str(week_start)]
     else:
-        argv = [REPORT, "--child", "recommend", url, str(size.start_ts), str(size.end_ts)]
+        window = [str(max(week_start, size.start_ts)), str(size.end_ts)]
+        argv = [REPORT, "--child", "recommend", url, resolution, *window]
     seconds, samples, rss = [], 0, 0.0
     for _ in range(runs):
         result = S.run_child(argv, limit_gb=16.0)
@@ -58,6 +62,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--backends", default="sqlite", help="sqlite and/or postgres")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--resolution", default="auto", choices=("auto", "raw", "hourly"))
     args = parser.parse_args()
     sizes = [fleetgen.Size(g, d, 60, args.seed) for g, d in _parse_sizes(args.sizes)]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -78,11 +83,11 @@ def main() -> None:
         print(S.machine_line())
         for size, gpus, backend, url in stores:
             for kind in ("report", "recommend"):
-                seconds, samples, rss = _measure(kind, url, size, args.runs)
+                seconds, samples, rss = _measure(kind, url, size, args.runs, args.resolution)
                 rows.append((kind, backend, gpus, size.days, samples, seconds, rss))
                 print(
                     f"  {kind} {backend} {gpus} GPUs x {size.days:g}d: "
-                    f"median {statistics.median(seconds):.2f}s, {samples:,} samples, "
+                    f"median {statistics.median(seconds):.2f}s, {samples:,} rows read, "
                     f"peak RSS {rss:,.0f} MiB",
                     flush=True,
                 )
@@ -95,8 +100,8 @@ def main() -> None:
 
 def _table(rows: list[tuple[str, str, int, float, int, list[float], float]]) -> None:
     head = (
-        f"{'measurement':<22} {'GPUs':>6} {'days':>5} {'GPU-days':>9} {'samples':>12} "
-        f"{'median s':>9} {'min s':>7} {'max s':>7} {'s / M samples':>13} {'RSS MiB':>8}"
+        f"{'measurement':<22} {'GPUs':>6} {'days':>5} {'GPU-days':>9} {'rows read':>12} "
+        f"{'median s':>9} {'min s':>7} {'max s':>7} {'s / M rows':>13} {'RSS MiB':>8}"
     )
     print("\nreport time by size")
     print(head)
@@ -117,7 +122,7 @@ def _table(rows: list[tuple[str, str, int, float, int, list[float], float]]) -> 
             slope = math.log(t_large / t_small) / math.log(large[4] / small[4])
             verdict = "at most linear" if slope <= 1.1 else "faster than linear"
             print(
-                f"{kind}: {large[4] / small[4]:.1f}x the samples took "
+                f"{kind}: {large[4] / small[4]:.1f}x the rows took "
                 f"{t_large / t_small:.1f}x the time; log-log slope {slope:.2f} ({verdict})"
             )
 

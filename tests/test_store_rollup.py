@@ -191,3 +191,25 @@ def test_cli_rollup_and_compact(tmp_path: Path) -> None:
     hourly = repository.load_hourly_samples(engine, end_ts - 6 * 3600, end_ts)
     assert int(hourly["samples"].sum()) == len(old.samples)
     engine.dispose()
+
+
+def test_the_weekly_report_has_the_same_hours_and_dollars_from_either_source(
+    engine: Engine,
+) -> None:
+    from gpuwatch.analytics.policy import AnalyticsPolicy
+    from gpuwatch.report.weekly import weekly_report
+
+    week_start = END_TS - 7 * 86400
+    policy = AnalyticsPolicy.from_mappings({}, {})
+    book = build_price_book(2.0, 0.6, {}, {})
+    frames = {}
+    for resolution in ("raw", "hourly"):
+        data = load_inputs(engine, week_start, END_TS, resolution=resolution)
+        assert data.resolution == resolution
+        report = weekly_report(data.samples, data.pods, data.gpus, book, policy, week_start)
+        keys = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
+        frames[resolution] = report.set_index(keys).sort_index()
+    raw, hourly = frames["raw"], frames["hourly"]
+    assert list(hourly.index) == list(raw.index) and len(raw) > 10
+    for name in ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "idle_cost_usd"):
+        np.testing.assert_allclose(hourly[name], raw[name], atol=0.011, err_msg=name)
