@@ -237,13 +237,14 @@ def _compare(gw: dict[str, list[float]], prom: dict[str, list[float]]) -> None:
     fleet_prom = [sum(v[i] for v in prom.values()) for i in range(3)]
     row("all namespaces (gpuwatch)", fleet_gw)
     row("all namespaces (Prometheus)", fleet_prom)
-    worst = max(
-        (abs(prom.get(ns, [0.0])[0] - v[0]) / v[0] for ns, v in gw.items() if v[0] > 0),
-        default=0.0,
+    worst, name = max(
+        ((abs(prom.get(ns, [0.0])[0] - v[0]) / v[0], ns) for ns, v in gw.items() if v[0] > 0),
+        default=(0.0, top),
     )
     print(
         f"namespaces: gpuwatch {len(gw)}, Prometheus {len(prom)}; largest allocated-hours "
-        f"difference in one namespace {100 * worst:.1f}%"
+        f"difference in one namespace {100 * worst:.1f}% ({name}: gpuwatch {gw[name][0]:,.1f} h, "
+        f"Prometheus {prom.get(name, [0.0])[0]:,.1f} h)"
     )
 
 

@@ -18,7 +18,7 @@ from gpuwatch.collectors import rows
 from gpuwatch.collectors.dcgm import samples_from_results
 from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.domain.labels import LabelVariants
-from gpuwatch.store import writer
+from gpuwatch.store import rollup, writer
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -105,6 +105,7 @@ def _write_page(
     pod_map = rows.pod_ids(conn, cluster_id, frame, snap)
     samples = rows.sample_tuples(frame, gpu_ids, pod_map, step_s, memory)
     written = writer.write_samples(conn, samples)
+    rollup.roll_up(conn, int(frame["ts"].min()), int(frame["ts"].max()) + step_s)
     return written, frame[["uuid", "mig_gi_id", "slot"]].drop_duplicates().shape[0], len(pod_map)
 
 
