@@ -8,6 +8,7 @@ once per entity and joined in pandas, which is much faster than returning them p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -268,17 +269,6 @@ def load_hourly_samples(
     return conform(_with_facts(engine, samples), HOURLY_SAMPLE_COLUMNS)
 
 
-def has_hourly(engine: Engine, start_ts: int, end_ts: int) -> bool:
-    """Whether any roll-up falls in the window (cheap: the primary key's range)."""
-    with engine.connect() as conn:
-        stmt = (
-            select(GpuSampleHourly.hour_ts)
-            .where(GpuSampleHourly.hour_ts >= int(start_ts), GpuSampleHourly.hour_ts < int(end_ts))
-            .limit(1)
-        )
-        return conn.execute(stmt).first() is not None
-
-
 def rollup_idle_util_pct(engine: Engine) -> float | None:
     """The idle threshold the roll-ups were built at (None: no roll-up state recorded)."""
     with engine.connect() as conn:
@@ -286,15 +276,21 @@ def rollup_idle_util_pct(engine: Engine) -> float | None:
     return None if state is None else state.idle_util_pct
 
 
-def has_samples(engine: Engine, start_ts: int, end_ts: int) -> bool:
-    """Whether any raw sample falls in the window (cheap: the primary key's range)."""
+def _any_between(engine: Engine, column: Any, start_ts: int, end_ts: int) -> bool:
+    """Whether ``column`` has a value in ``[start_ts, end_ts)`` (cheap: a key range probe)."""
     with engine.connect() as conn:
-        stmt = (
-            select(GpuSample.ts)
-            .where(GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts))
-            .limit(1)
-        )
+        stmt = select(column).where(column >= int(start_ts), column < int(end_ts)).limit(1)
         return conn.execute(stmt).first() is not None
+
+
+def has_hourly(engine: Engine, start_ts: int, end_ts: int) -> bool:
+    """Whether any roll-up falls in the window."""
+    return _any_between(engine, GpuSampleHourly.hour_ts, start_ts, end_ts)
+
+
+def has_samples(engine: Engine, start_ts: int, end_ts: int) -> bool:
+    """Whether any raw sample falls in the window."""
+    return _any_between(engine, GpuSample.ts, start_ts, end_ts)
 
 
 @dataclass(frozen=True)
