@@ -12,7 +12,8 @@ request costs the server):
 - ``filter change``: a request for filters not seen before (cluster, team, namespace, GPU
   model, time window), with the snapshot warm.
 
-Prints median, min, max and p95 in milliseconds per row.
+Prints p50 (median), p95 and max in milliseconds per row, the snapshot's build time, its
+frames' size, and the process's peak RSS after the build and at the end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import resource
 import statistics
 import sys
 import time
@@ -68,9 +70,27 @@ def p95(values: list[float]) -> float:
 
 def row(name: str, values: list[float]) -> str:
     return (
-        f"{name:<44} {len(values):>4} {statistics.median(values):>9.1f} {min(values):>9.1f} "
-        f"{max(values):>9.1f} {p95(values):>9.1f}"
+        f"{name:<44} {len(values):>4} {statistics.median(values):>9.1f} {p95(values):>9.1f} "
+        f"{max(values):>9.1f}"
     )
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def rss_mib() -> float:
+    """The process's resident memory now (Linux), else NaN."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+    return pages * resource.getpagesize() / 2**20
+
+
+def frames_mib(snap: Snapshot) -> float:
+    frames = (snap.hourly, snap.cost, snap.gpu, snap.gaps, snap.units, snap.pods)
+    return sum(float(f.memory_usage(index=True, deep=True).sum()) for f in frames) / 2**20
 
 
 def detail_queries(snap: Snapshot) -> dict[str, dict[str, str]]:
@@ -110,19 +130,25 @@ def run(db: str, samples: int) -> None:
         began = time.perf_counter()
         snap = data.current()
         build_s = time.perf_counter() - began
+        built_rss = rss_mib()
         began = time.perf_counter()
         data.warm(snap)
         warm_s = time.perf_counter() - began
         queries = {name: {} for name in PAGES} | detail_queries(snap)
         print(
             f"store: {db}: {snap.marker.last_ts} last sample, {len(snap.units)} GPU units, "
-            f"{len(snap.cost):,} hourly rows, {len(snap.held):,} held samples"
+            f"{len(snap.hourly):,} hourly rows, {len(snap.cost):,} daily cost rows"
         )
-        print(f"snapshot build (background, once per data version): {build_s:.2f} s")
-        print(f"warm-up of the default views (background, after the build): {warm_s:.2f} s\n")
         print(
-            f"{'page / action':<44} {'n':>4} {'median':>9} {'min':>9} {'max':>9} {'p95':>9}  (ms)"
+            f"snapshot build (background, once per data version): {build_s:.2f} s; "
+            f"frames {frames_mib(snap):.0f} MiB; RSS after it {built_rss:.0f} MiB, "
+            f"peak {peak_rss_mib():.0f} MiB"
         )
+        print(
+            f"warm-up of the default views (background, after the build): {warm_s:.2f} s; "
+            f"RSS after it {rss_mib():.0f} MiB\n"
+        )
+        print(f"{'page / action':<44} {'n':>4} {'p50':>9} {'p95':>9} {'max':>9}  (ms)")
         cold: dict[str, list[float]] = {name: [] for name in PAGES}
         first: dict[str, list[float]] = {name: [] for name in PAGES}
         for _ in range(samples):
@@ -147,6 +173,7 @@ def run(db: str, samples: int) -> None:
                 timed(lambda n=name, q=q: pages[n].layout(**queries[n], **q)) for q in windows
             ]
             print(row(f"{name}: window change", values))
+    print(f"\npeak RSS of the process: {peak_rss_mib():.0f} MiB")
     engine.dispose()
 
 

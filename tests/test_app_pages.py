@@ -186,8 +186,11 @@ def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path) -> None:
     assert week is not None
     got = page("reports").download(1, week)
     start, _ = iso_week_bounds(week)
-    inputs = load_inputs(source.engine, start, start + 7 * 86400)
     settings = Settings()
+    idle_pct = settings.thresholds.idle_util_pct
+    inputs = load_inputs(
+        source.engine, start, start + 7 * 86400, resolution="auto", idle_util_pct=idle_pct
+    )
     frame = weekly_report(
         inputs.samples,
         inputs.pods,
@@ -209,8 +212,10 @@ def test_savings_download_is_the_recommend_csv(app: Dash) -> None:
     source = data_source()
     snap = source.data.current()
     start, end = window_bounds(snap, Filters(window="3d"))
-    inputs = load_inputs(source.engine, start, end)
     settings = Settings()
+    idle_pct = settings.thresholds.idle_util_pct
+    inputs = load_inputs(source.engine, start, end, resolution="auto", idle_util_pct=idle_pct)
+    assert inputs.resolution == "hourly"
     expected = recommend(
         inputs.samples,
         inputs.pods,

@@ -94,8 +94,12 @@ def test_coverage_equals_unit_coverage(engine: Engine, snap: Snapshot) -> None:
 def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snapshot) -> None:
     f = Filters(window="3d")
     start, end = views.window_bounds(snap, f)
-    inputs = load_inputs(engine, start, end)
     settings = Settings()
+    # as `gpuwatch recommend` reads the window: hourly roll-ups where the store has them
+    inputs = load_inputs(
+        engine, start, end, resolution="auto", idle_util_pct=settings.thresholds.idle_util_pct
+    )
+    assert inputs.resolution == "hourly"
     expected = recommend(
         inputs.samples,
         inputs.pods,
@@ -161,13 +165,38 @@ def test_pending_series_counts_the_waiting_rule() -> None:
     assert out[c.PENDING_PODS].tolist() == [2, 2, 3, 3, 2, 2, 1]
 
 
-def test_sample_gaps_across_chunks() -> None:
-    first = pd.DataFrame({"gpu_id": [1, 1, 2], "ts": [0, 60, 0], "step_s": [60, 60, 60]})
-    second = pd.DataFrame({"gpu_id": [1, 2, 2], "ts": [300, 60, 600], "step_s": [60] * 3})
-    previous: dict[int, int] = {}
-    assert rollup.sample_gaps(first, previous).empty
-    gaps = rollup.sample_gaps(second, previous)
-    assert gaps.values.tolist() == [[1, 120, 300], [2, 120, 600]]
+def test_hour_gaps_count_missing_samples_per_hour() -> None:
+    hour = 1_800_000_000 - 1_800_000_000 % 3600
+    units = pd.DataFrame(
+        {
+            "gpu_id": [1, 2, 3],
+            "first_seen_ts": [hour, hour + 1800, hour],
+            "last_seen_ts": [hour + 4 * 3600 - 600, hour + 2 * 3600 - 600, hour + 3600 - 600],
+        }
+    )
+    # unit 1: 6 samples per full hour at 600 s; hour 1 has 4, hour 2 none, hour 3 full
+    # unit 2: starts mid-hour (3 samples expected there), complete; unit 3: complete
+    hourly = pd.DataFrame(
+        {
+            "gpu_id": [1, 1, 1, 2, 2, 3],
+            "ts": [hour, hour + 3600, hour + 3 * 3600, hour, hour + 3600, hour],
+            "samples": [6, 4, 6, 3, 6, 6],
+            "step_s": [3600, 2400, 3600, 1800, 3600, 3600],
+        }
+    )
+    steps = rollup.unit_steps(hourly)
+    assert steps.to_dict() == {1: 600, 2: 600, 3: 600}
+    gaps = rollup.hour_gaps(hourly, units, steps, hour, hour + 5 * 3600)
+    assert gaps.values.tolist() == [[1, hour + 3600, 1200], [1, hour + 7200, 3600]]
+    runs = rollup.gap_runs(gaps)
+    assert runs.values.tolist() == [[1, 4800]]  # two incomplete hours in a row: one gap
+
+
+def test_gap_runs_split_at_complete_hours() -> None:
+    gaps = pd.DataFrame(
+        {"gpu_id": [5, 5, 5, 6], "hour_ts": [0, 3600, 10800, 0], "missing_s": [60, 120, 60, 30]}
+    )
+    assert rollup.gap_runs(gaps).values.tolist() == [[5, 180], [5, 60], [6, 30]]
 
 
 def test_heatmap_is_downsampled_to_screen_width(snap: Snapshot) -> None:
@@ -201,6 +230,6 @@ def test_snapshot_of_an_empty_store(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
     upgrade(engine)
     snap = DashboardData(engine, Settings(), background=False).current()
-    assert snap.empty and snap.held.empty and snap.cost.empty
+    assert snap.empty and snap.hourly.empty and snap.cost.empty
     assert snap.marker.last_ts is None
     engine.dispose()

@@ -1,41 +1,31 @@
-"""The dashboard's data: a snapshot of hourly roll-ups per data version, and its cache.
+"""The dashboard's data: the filters of a page, and the current snapshot of the store.
 
-A :class:`Snapshot` is built from the store once per data version (the last collection update
-and the last sample instant): the samples are read one day at a time, costed with the
-analytics (:func:`gpuwatch.analytics.costing.prepare`) and rolled up per hour. Pages aggregate
-those small frames, never raw sample tables, and memoize their results inside the snapshot,
-so a cached result can never outlive the data it came from. When the store changes, the next
-snapshot is built in a background thread while pages keep serving the current one.
+:class:`DashboardData` keeps the current :class:`~gpuwatch.app.snapshot.Snapshot` (the store's
+hourly roll-ups, summed; built by :func:`~gpuwatch.app.snapshot.build_snapshot`) and rebuilds
+it when the store's data changes, in a background thread while pages keep serving the current
+one. Pages memoize their results inside the snapshot, so a cached result can never outlive the
+data it came from.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlencode
 
-import pandas as pd
 from sqlalchemy import Engine
 
-from gpuwatch.analytics.costing import prepare, unit_prices
-from gpuwatch.analytics.policy import AnalyticsPolicy
-from gpuwatch.app import rollup
+from gpuwatch.app.snapshot import DAY_S, WINDOWS, Snapshot, build_snapshot, release_memory
 from gpuwatch.config import Settings
-from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.report.inputs import policy_from, price_book_from
 from gpuwatch.store import repository
 
-T = TypeVar("T")
-DAY_S = 86400
-#: Time windows offered by the filter bar, in days (the default first after "24h").
-WINDOWS: dict[str, float] = {"24h": 1, "3d": 3, "7d": 7, "14d": 14, "30d": 30}
+__all__ = ["DAY_S", "WINDOWS", "DashboardData", "Filters", "Snapshot"]
 DEFAULT_WINDOW = "7d"
 FILTER_NAMES = ("cluster", "team", "namespace", "model", "window")
-MEMO_SIZE = 256
 
 
 def _first(value: object) -> str | None:
@@ -85,154 +75,6 @@ class Filters:
         return replace(self, **changes)
 
 
-@dataclass
-class Snapshot:
-    """The roll-ups of one data version. Frames are shared: never modify them."""
-
-    marker: repository.DataMarker
-    end_ts: int
-    span_start_ts: int
-    step_s: int
-    units: pd.DataFrame
-    pods: pd.DataFrame
-    nodes: pd.DataFrame
-    collection: pd.DataFrame
-    cost: pd.DataFrame
-    gpu: pd.DataFrame
-    held: pd.DataFrame
-    gaps: pd.DataFrame
-    price_book: PriceBook
-    policy: AnalyticsPolicy
-    built_s: float = 0.0
-    _memo: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict, repr=False)
-    _pinned: dict[Hashable, Any] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def empty(self) -> bool:
-        return self.marker.last_ts is None
-
-    def memo(self, key: Hashable, compute: Callable[[], T], *, pin: bool = False) -> T:
-        """``compute()`` once per key for this snapshot.
-
-        The most recent :data:`MEMO_SIZE` results are kept; ``pin`` keeps a result for the
-        snapshot's life (the few expensive ones: recommendations per window, weekly reports).
-        """
-        with self._lock:
-            if key in self._pinned:
-                pinned: T = self._pinned[key]
-                return pinned
-            if key in self._memo:
-                self._memo.move_to_end(key)
-                found: T = self._memo[key]
-                return found
-        value = compute()
-        with self._lock:
-            if pin:
-                self._pinned[key] = value
-                return value
-            self._memo[key] = value
-            while len(self._memo) > MEMO_SIZE:
-                self._memo.popitem(last=False)
-        return value
-
-    def forget(self) -> None:
-        """Drop every memoized result (benchmarks time cold views with it)."""
-        with self._lock:
-            self._memo.clear()
-            self._pinned.clear()
-
-
-def _hour_ceil(ts: int) -> int:
-    return -(-ts // rollup.HOUR_S) * rollup.HOUR_S
-
-
-def _labelled_units(engine: Engine, price_book: PriceBook) -> pd.DataFrame:
-    units = repository.load_gpus(engine)
-    prices = unit_prices(units, price_book) if len(units) else pd.Series(dtype="float64")
-    units["usd_per_hour"] = units["gpu_id"].map(prices).astype("float64")
-    return units
-
-
-def _label(frame: pd.DataFrame, units: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
-    """Unit (and pod, where the frame has ``pod_id``) text columns, as categoricals."""
-    unit_facts = units.set_index("gpu_id")
-    for name in ("cluster", "node", "gpu_model"):
-        frame[name] = pd.Categorical(frame["gpu_id"].map(unit_facts[name]).astype(object))
-    if "pod_id" in frame.columns:
-        pod_facts = pods.set_index("pod_id")
-        for name in ("namespace", "team", "workload_kind", "workload", "pod"):
-            frame[name] = pd.Categorical(frame["pod_id"].map(pod_facts[name]).astype(object))
-    return frame
-
-
-def _empty_snapshot(
-    marker: repository.DataMarker, engine: Engine, price_book: PriceBook, policy: AnalyticsPolicy
-) -> Snapshot:
-    def frame(columns: tuple[str, ...]) -> pd.DataFrame:
-        return pd.DataFrame({name: pd.Series(dtype="float64") for name in columns})
-
-    return Snapshot(
-        marker=marker,
-        end_ts=0,
-        span_start_ts=0,
-        step_s=0,
-        units=repository.load_gpus(engine).assign(usd_per_hour=0.0),
-        pods=repository.load_pods(engine),
-        nodes=repository.load_nodes(engine),
-        collection=repository.load_collection_state(engine),
-        cost=frame(("bucket_ts", "gpu_id", "pod_id", *rollup.COST_SUMS)),
-        gpu=frame(("bucket_ts", "gpu_id", "samples")),
-        held=rollup.concat_held([]),
-        gaps=frame(("gpu_id", "gap_start_ts", "gap_end_ts")),
-        price_book=price_book,
-        policy=policy,
-    )
-
-
-def build_snapshot(
-    engine: Engine, price_book: PriceBook, policy: AnalyticsPolicy, span_days: int
-) -> Snapshot:
-    """Read, cost and roll up the last ``span_days`` days of samples, one day at a time."""
-    began = time.monotonic()
-    marker = repository.data_marker(engine)
-    if marker.last_ts is None or marker.first_ts is None:
-        return _empty_snapshot(marker, engine, price_book, policy)
-    end_ts = _hour_ceil(marker.last_ts + 1)
-    start_ts = max(marker.first_ts // rollup.HOUR_S * rollup.HOUR_S, end_ts - span_days * DAY_S)
-    pods = repository.load_pods(engine)
-    cost, gpu, held, gaps, steps = [], [], [], [], [0]
-    previous: dict[int, int] = {}
-    for chunk_start in range(start_ts, end_ts, DAY_S):
-        samples = repository.load_samples(engine, chunk_start, min(chunk_start + DAY_S, end_ts))
-        if samples.empty:
-            continue
-        costed = prepare(samples, pods, price_book)
-        cost.append(rollup.cost_hourly(costed, policy.idle_threshold_ratio))
-        gpu.append(rollup.gpu_hourly(costed))
-        held.append(rollup.held_rows(costed))
-        gaps.append(rollup.sample_gaps(costed, previous))
-        steps.append(int(costed["step_s"].max()))
-    units = _labelled_units(engine, price_book)
-    return Snapshot(
-        marker=marker,
-        end_ts=end_ts,
-        span_start_ts=start_ts,
-        step_s=max(steps),
-        units=units,
-        pods=pods,
-        nodes=repository.load_nodes(engine),
-        collection=repository.load_collection_state(engine),
-        cost=_label(pd.concat(cost, ignore_index=True), units, pods),
-        gpu=_label(pd.concat(gpu, ignore_index=True), units, pods),
-        held=rollup.concat_held(held),
-        gaps=pd.concat(gaps, ignore_index=True),
-        price_book=price_book,
-        policy=policy,
-        built_s=time.monotonic() - began,
-    )
-
-
 class DashboardData:
     """The current snapshot of one store, rebuilt when the store's data changes.
 
@@ -268,6 +110,7 @@ class DashboardData:
         snapshot = build_snapshot(self.engine, self.price_book, self.policy, self.span_days)
         self._snapshot = snapshot
         self._checked = time.monotonic()
+        release_memory()  # the build's and the previous snapshot's frames
         return snapshot
 
     def _rebuild_in_background(self) -> None:
@@ -289,6 +132,7 @@ class DashboardData:
         """Compute what the first pages will ask for (the default views) ahead of time."""
         for warmer in self.warmers:
             warmer(snapshot)
+        release_memory()  # what the warm-up's intermediate frames held
 
     def start(self) -> None:
         """Build the first snapshot in the background (the server answers meanwhile)."""

@@ -41,14 +41,23 @@ _AXIS = {
 
 def times(ts: Any) -> list[str]:
     """Epoch seconds as ISO instants in UTC (what plotly.js reads as dates)."""
-    stamps = pd.to_datetime(np.asarray(ts, dtype="int64"), unit="s")
-    return [s.strftime("%Y-%m-%dT%H:%M:%S") for s in stamps]
+    stamps = np.asarray(ts, dtype="int64").astype("datetime64[s]")
+    text: list[str] = np.datetime_as_string(stamps, unit="s").tolist()
+    return text
+
+
+def _numbers(series: Any) -> np.ndarray:
+    """A column as an object array of floats, ``None`` where missing."""
+    array = np.asarray(pd.Series(series).astype("float64"), dtype="float64")
+    out = array.astype(object)
+    out[np.isnan(array)] = None
+    return out
 
 
 def _values(series: Any) -> list[Any]:
     """A column as JSON-ready numbers (``None`` for missing)."""
-    array = np.asarray(pd.Series(series).astype("float64"), dtype="float64")
-    return [None if np.isnan(v) else float(v) for v in array]
+    values: list[Any] = _numbers(series).tolist()
+    return values
 
 
 def _layout(title: str, y_title: str, height: int = 360, **extra: Any) -> dict[str, Any]:
@@ -174,7 +183,9 @@ def heatmap_figure(hm: Heatmap) -> Figure:
     ids = units["gpu_id"].astype(int).tolist()
     labels = [heatmap_row_label(n, u, i) for n, u, i in zip(nodes, units["unit"], ids, strict=True)]
     first = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
-    z = [[None if np.isnan(v) else round(float(v), 1) for v in row] for row in hm.z]
+    rounded = np.round(hm.z, 1).astype(object)
+    rounded[np.isnan(hm.z)] = None
+    z = rounded.tolist()
     trace = {
         "type": "heatmap",
         "z": z,
@@ -204,22 +215,18 @@ def heatmap_figure(hm: Heatmap) -> Figure:
     return {"data": [trace], "layout": layout}
 
 
-def with_gaps(ts: Any, values: Any, step_s: int) -> tuple[list[str], list[Any]]:
-    """Points with a ``None`` inserted where consecutive instants are more than a step apart,
-    so lines break where there is no data instead of bridging it."""
+def with_gaps(ts: Any, values: Any, step_s: Any) -> tuple[list[str], list[Any]]:
+    """Points with a ``None`` inserted where the next instant is more than a step after one
+    (``step_s``: one number, or one per point: the time each point stands for), so lines
+    break where there is no data instead of bridging it."""
     ts = np.asarray(ts, dtype="int64")
-    vals = _values(values)
+    vals = _numbers(values)
     if len(ts) == 0:
         return [], []
-    breaks = set(np.flatnonzero(np.diff(ts) > step_s).tolist())
-    xs: list[int] = []
-    ys: list[Any] = []
-    for i, (t, v) in enumerate(zip(ts.tolist(), vals, strict=True)):
-        xs.append(t)
-        ys.append(v)
-        if i in breaks:
-            xs.append(t + step_s)
-            ys.append(None)
+    spans = np.broadcast_to(np.asarray(step_s, dtype="int64"), ts.shape)
+    breaks = np.flatnonzero(np.diff(ts) > spans[:-1])
+    xs = np.insert(ts, breaks + 1, ts[breaks] + spans[breaks])
+    ys: list[Any] = np.insert(vals, breaks + 1, np.array([None] * len(breaks))).tolist()
     return times(xs), ys
 
 
@@ -244,11 +251,12 @@ _PANELS = (
 
 
 def gpu_history_figure(history: pd.DataFrame, idle_pct: float) -> Figure:
-    """One GPU unit at full resolution: utilization, memory, temperature and power."""
+    """One GPU unit's history: utilization, memory, temperature and power per sample (per
+    hour where only roll-ups are kept: ``span_s`` is the time each row stands for)."""
     if history.empty:
         return empty_figure("No samples for this GPU in this window")
     frame = history.assign(util_pct=100.0 * history["util_ratio"].astype("float64"))
-    step = int(history["step_s"].max())
+    step = frame["span_s"].to_numpy() if "span_s" in frame else int(frame["step_s"].max())
     colors = (COLORS["used"], COLORS["memory"], COLORS["temp"], COLORS["power"])
     data: list[dict[str, Any]] = []
     layout = _layout("", "", height=860, showlegend=False)

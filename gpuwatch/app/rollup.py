@@ -1,8 +1,19 @@
-"""Hourly roll-ups of costed samples: what the pages aggregate instead of raw samples.
+"""The snapshot's frames, built from the store's hourly roll-ups (docs/storage.md).
 
-Pure: a costed frame (from :func:`gpuwatch.analytics.costing.prepare`) in, small frames out.
-The sums are the cost model's own per-sample measures (:func:`summary.sample_measures`), summed
-per hour, so any window of whole hours sums to exactly what the analytics compute for it.
+Pure: costed hourly rows (:func:`gpuwatch.store.repository.load_hourly_samples` through
+:func:`gpuwatch.analytics.costing.prepare`) in, small frames out:
+
+- :func:`compact`: the hourly rows themselves, one per (hour, GPU unit, pod), with only the
+  columns the pages and recommendations read, in small dtypes;
+- :func:`cost_daily`: per (window day, GPU unit, pod) the cost model's sums
+  (:func:`summary.sample_measures`, which honours the roll-ups' exact idle shares), so any
+  window of whole days sums to exactly what the analytics compute for it;
+- :func:`gpu_daily`: per (window day, GPU unit) utilization, data hours, peaks and signal;
+- :func:`hour_gaps`: the hours in which a unit has fewer samples than its step implies.
+
+A *window day* counts back from the end of the data: day 0 is the last 24 hours before
+``end_ts``, so every window the filter bar offers (whole days ending at ``end_ts``) is a set
+of whole window days.
 """
 
 from __future__ import annotations
@@ -14,21 +25,23 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 
 HOUR_S = 3600
+DAY_S = 86400
 NO_POD = -1
-#: Summed columns of the per (hour, GPU unit, pod) roll-up.
-COST_SUMS: tuple[str, ...] = (*c.SUM_COLUMNS, c.GPU_HOURS, "samples")
-#: Columns of the costed frame kept for recommendations (what ``workload_stats`` reads).
-HELD_COLUMNS: tuple[str, ...] = (
+#: Summed columns of the per (window day, GPU unit, pod) roll-up.
+COST_SUMS: tuple[str, ...] = (*c.SUM_COLUMNS, c.GPU_HOURS, c.SAMPLES)
+#: Columns of the hourly rows: what ``workload_stats`` reads, and one GPU's health.
+HOURLY_COLUMNS: tuple[str, ...] = (
+    "ts",
+    "gpu_id",
+    "pod_id",
+    "step_s",
+    c.SAMPLES,
     "cluster",
     "node",
-    "gpu_id",
     "gpu_model",
     "capacity_type",
     "mig_profile",
     "timeslice_replicas",
-    "ts",
-    "step_s",
-    "pod_id",
     "namespace",
     "pod",
     "workload_kind",
@@ -36,141 +49,266 @@ HELD_COLUMNS: tuple[str, ...] = (
     "team",
     "pod_gpu_count",
     "attribution",
+    "util_signal",
     c.UTIL,
+    c.IDLE_RATIO,
     "fb_used_mib",
     "fb_total_mib",
+    "temp_c",
+    "power_w",
+    "xid",
     c.GPU_HOURS,
     c.USD_PER_HOUR,
     c.ALLOCATED,
 )
-HELD_TEXT = (
-    "cluster",
-    "node",
-    "gpu_model",
-    "capacity_type",
-    "mig_profile",
-    "namespace",
-    "pod",
-    "workload_kind",
-    "workload",
-    "team",
-    "attribution",
-)
+UNIT_TEXT = ("cluster", "node", "gpu_model", "capacity_type", "mig_profile")
+POD_TEXT = ("namespace", "pod", "workload_kind", "workload", "team")
+TEXT = (*UNIT_TEXT, *POD_TEXT, "attribution", "util_signal")
+_SMALL = {
+    "gpu_id": "int32",
+    "pod_id": "int32",
+    "timeslice_replicas": "int16",
+    "pod_gpu_count": "Int16",
+    "step_s": "int32",
+    c.SAMPLES: "int32",
+    "temp_c": "float32",
+    "power_w": "float32",
+    "xid": "int32",
+}
+#: Per (window day, GPU unit) columns of :func:`gpu_daily`.
+GPU_SUMS = (c.SAMPLES, c.GPU_HOURS, "util_hours", "xid_hours", "prof_samples", "dev_samples")
+GPU_PEAKS = ("fb_used_ratio_max", "temp_c_max", "power_w_max", "xid_last")
 
 
-def _pod_codes(costed: pd.DataFrame) -> np.ndarray:
-    held = costed[c.ALLOCATED].to_numpy(dtype=bool)
-    ids = costed["pod_id"].to_numpy(dtype="float64", na_value=np.nan)
-    return np.where(held & ~np.isnan(ids), np.nan_to_num(ids, nan=NO_POD), NO_POD).astype("int64")
+def compact(costed: pd.DataFrame) -> pd.DataFrame:
+    """Costed hourly rows with :data:`HOURLY_COLUMNS` only, sorted by hour and unit.
 
-
-def cost_hourly(costed: pd.DataFrame, idle_threshold_ratio: float) -> pd.DataFrame:
-    """Per (hour, GPU unit, pod): the cost model's sums, data hours, samples and peak memory.
-
-    ``pod_id`` is :data:`NO_POD` for unallocated samples.
+    ``pod_id`` is :data:`NO_POD` where no pod held the unit; text columns are categoricals.
     """
-    values = sample_measures(costed, idle_threshold_ratio)
-    values[c.GPU_HOURS] = costed[c.GPU_HOURS].to_numpy(dtype="float64")
-    values["samples"] = np.ones(len(costed))
-    frame = pd.DataFrame(values)
-    frame["bucket_ts"] = costed["ts"].to_numpy(dtype="int64") // HOUR_S * HOUR_S
-    frame["gpu_id"] = costed["gpu_id"].to_numpy(dtype="int64")
-    frame["pod_id"] = _pod_codes(costed)
-    frame["fb_used_mib_max"] = costed["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan)
-    frame["step_s"] = costed["step_s"].to_numpy(dtype="int64")
-    grouped = frame.groupby(["bucket_ts", "gpu_id", "pod_id"], sort=True)
-    sums = grouped[list(COST_SUMS)].sum()
-    sums["fb_used_mib_max"] = grouped["fb_used_mib_max"].max()
-    sums["step_s"] = grouped["step_s"].max()
-    return sums.reset_index()
-
-
-def gpu_hourly(costed: pd.DataFrame) -> pd.DataFrame:
-    """Per (hour, GPU unit): utilization, memory, temperature, power, XID and signal facts."""
-    hours = costed[c.GPU_HOURS].to_numpy(dtype="float64")
-    fb_used = costed["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan)
-    fb_total = costed["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan)
-    xid = costed["xid"].to_numpy(dtype="float64", na_value=0.0)
-    signal = costed["util_signal"].astype(object)
-    frame = pd.DataFrame(
-        {
-            "bucket_ts": costed["ts"].to_numpy(dtype="int64") // HOUR_S * HOUR_S,
-            "gpu_id": costed["gpu_id"].to_numpy(dtype="int64"),
-            "samples": 1.0,
-            c.GPU_HOURS: hours,
-            "util_hours": hours * costed[c.UTIL].to_numpy(dtype="float64"),
-            "fb_used_mib_max": fb_used,
-            "fb_used_ratio_max": fb_used / np.where(fb_total > 0, fb_total, np.nan),
-            "temp_c_max": costed["temp_c"].to_numpy(dtype="float64", na_value=np.nan),
-            "power_w_max": costed["power_w"].to_numpy(dtype="float64", na_value=np.nan),
-            "xid_samples": (xid != 0).astype("float64"),
-            "xid_last": xid,
-            "prof_samples": signal.eq("prof_gr_engine_active").to_numpy(dtype="float64"),
-            "dev_samples": signal.eq("dev_gpu_util").to_numpy(dtype="float64"),
-            "step_s": costed["step_s"].to_numpy(dtype="int64"),
-            "last_ts": costed["ts"].to_numpy(dtype="int64"),
-        }
-    )
-    grouped = frame.groupby(["bucket_ts", "gpu_id"], sort=True)
-    summed = ["samples", c.GPU_HOURS, "util_hours", "xid_samples", "prof_samples", "dev_samples"]
-    maxed = [
-        "fb_used_mib_max",
-        "fb_used_ratio_max",
-        "temp_c_max",
-        "power_w_max",
-        "xid_last",
-        "step_s",
-        "last_ts",
-    ]
-    out = grouped[summed].sum()
-    out[maxed] = grouped[maxed].max()
-    return out.reset_index()
-
-
-def held_rows(costed: pd.DataFrame) -> pd.DataFrame:
-    """The allocated samples with data, only the columns recommendations read."""
-    rows = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
-    out = rows[list(HELD_COLUMNS)].reset_index(drop=True)
-    for name in HELD_TEXT:
+    out = costed[list(HOURLY_COLUMNS)].copy()
+    held = out[c.ALLOCATED].to_numpy(dtype=bool)
+    ids = out["pod_id"].to_numpy(dtype="float64", na_value=np.nan)
+    out["pod_id"] = np.where(held & ~np.isnan(ids), np.nan_to_num(ids, nan=NO_POD), NO_POD)
+    out["xid"] = out["xid"].fillna(0)
+    out = out.astype({**_SMALL, c.ALLOCATED: bool})
+    for name in TEXT:
         if not isinstance(out[name].dtype, pd.CategoricalDtype):
-            out[name] = out[name].astype("category")
+            out[name] = out[name].astype(object).astype("category")
+    return out.sort_values(["ts", "gpu_id", "pod_id"], kind="stable").reset_index(drop=True)
+
+
+#: Columns derived again when rows are read (:func:`with_costs`), not kept in the snapshot.
+DERIVED = (c.GPU_HOURS, c.USD_PER_HOUR)
+STORED_COLUMNS = tuple(name for name in HOURLY_COLUMNS if name not in DERIVED)
+
+
+def stored(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`compact` as the snapshot keeps them: without :data:`DERIVED`, memory in
+    float32 where that is exact (DCGM reports whole MiB)."""
+    out = rows.drop(columns=list(DERIVED))
+    for name in ("fb_used_mib", "fb_total_mib"):
+        values = out[name].to_numpy(dtype="float64", na_value=np.nan)
+        small = values.astype("float32")
+        if np.array_equal(small.astype("float64"), values, equal_nan=True):
+            out[name] = small
     return out
 
 
-def concat_held(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """Chunks of :func:`held_rows` as one frame, text columns as shared categoricals."""
+def with_costs(rows: pd.DataFrame, usd_per_hour: np.ndarray) -> pd.DataFrame:
+    """Stored rows with :data:`DERIVED` again, as costing computes them: data hours
+    (``step_s`` is the seconds with a reading) and the unit's price (``usd_per_hour`` is
+    indexed by ``gpu_id``)."""
+    step = rows["step_s"].to_numpy(dtype="float64")
+    ids = rows["gpu_id"].to_numpy(dtype="int64")
+    return rows.assign(**{c.GPU_HOURS: step / 3600, c.USD_PER_HOUR: usd_per_hour[ids]})
+
+
+def concat_parts(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
+    """Frames of the same columns as one, categorical columns as shared categoricals."""
     parts = [p for p in parts if len(p)]
     if not parts:
-        return pd.DataFrame({name: pd.Series(dtype="float64") for name in HELD_COLUMNS})
-    out = pd.concat([p.drop(columns=list(HELD_TEXT)) for p in parts], ignore_index=True)
-    for name in HELD_TEXT:
+        return empty
+    text = [n for n in parts[0].columns if isinstance(parts[0][n].dtype, pd.CategoricalDtype)]
+    out = pd.concat([p.drop(columns=text) for p in parts], ignore_index=True)
+    for name in text:
         union = pd.api.types.union_categoricals([p[name] for p in parts], ignore_order=True)
         out[name] = pd.Categorical(union)
-    out[c.ALLOCATED] = out[c.ALLOCATED].astype(bool)
-    return out[list(HELD_COLUMNS)]
+    return out[list(parts[0].columns)]
 
 
-def sample_gaps(costed: pd.DataFrame, previous_ts: dict[int, int]) -> pd.DataFrame:
-    """Stretches without samples inside each unit's series: ``gap_start_ts`` to ``gap_end_ts``.
+def empty_hourly() -> pd.DataFrame:
+    """Stored hourly rows (:data:`STORED_COLUMNS`) of nothing."""
+    frame = pd.DataFrame({name: pd.Series(dtype="float64") for name in STORED_COLUMNS})
+    for name in ("ts", "gpu_id", "pod_id", "step_s", c.SAMPLES, "timeslice_replicas", "xid"):
+        frame[name] = frame[name].astype("int64")
+    frame["pod_gpu_count"] = frame["pod_gpu_count"].astype("Int64")
+    frame[c.ALLOCATED] = frame[c.ALLOCATED].astype(bool)
+    for name in TEXT:
+        frame[name] = frame[name].astype(object).astype("category")
+    return frame
 
-    ``previous_ts`` maps a unit to its last sample before this chunk (updated in place), so
-    gaps across chunk boundaries are found too.
+
+def day_index(ts: np.ndarray, end_ts: int) -> np.ndarray:
+    """Window day of each hour: 0 for the last 24 hours before ``end_ts``, 1 before that..."""
+    return np.asarray((end_ts - 1 - np.asarray(ts, dtype="int64")) // DAY_S, dtype="int64")
+
+
+def measures(rows: pd.DataFrame, idle_threshold_ratio: float) -> dict[str, np.ndarray]:
+    """Per row, the cost model's summed quantities plus data hours and raw samples."""
+    values = sample_measures(rows, idle_threshold_ratio)
+    values[c.GPU_HOURS] = rows[c.GPU_HOURS].to_numpy(dtype="float64")
+    values[c.SAMPLES] = rows[c.SAMPLES].to_numpy(dtype="float64")
+    return values
+
+
+def _labels(hourly: pd.DataFrame, key: str, names: tuple[str, ...]) -> pd.DataFrame:
+    """The text facts of each ``key`` value (pod or unit) as the hourly rows carry them."""
+    return hourly.drop_duplicates(key)[[key, *names]].reset_index(drop=True)
+
+
+def cost_daily(hourly: pd.DataFrame, end_ts: int, idle_threshold_ratio: float) -> pd.DataFrame:
+    """Per (window day, GPU unit, pod): the cost model's sums, labelled with unit and pod text.
+
+    Unallocated rows have ``pod_id`` :data:`NO_POD` and no pod text.
     """
-    frame = costed[["gpu_id", "ts", "step_s"]].sort_values(["gpu_id", "ts"], kind="stable")
-    ids = frame["gpu_id"].to_numpy(dtype="int64")
-    ts = frame["ts"].to_numpy(dtype="int64")
-    step = frame["step_s"].to_numpy(dtype="int64")
-    before = np.empty_like(ts)
-    if len(ts):
-        before[1:] = ts[:-1]
-        first = np.r_[True, ids[1:] != ids[:-1]]
-        before[first] = [previous_ts.get(int(g), -1) for g in ids[first]]
-        last = np.r_[ids[1:] != ids[:-1], True]
-        previous_ts.update(zip(ids[last].tolist(), ts[last].tolist(), strict=True))
-    gap = (before >= 0) & (ts - before > step)
-    return pd.DataFrame(
-        {"gpu_id": ids[gap], "gap_start_ts": before[gap] + step[gap], "gap_end_ts": ts[gap]}
+    frame = pd.DataFrame(measures(hourly, idle_threshold_ratio))
+    frame["day"] = day_index(hourly["ts"].to_numpy(), end_ts)
+    frame["gpu_id"] = hourly["gpu_id"].to_numpy(dtype="int64")
+    frame["pod_id"] = hourly["pod_id"].to_numpy(dtype="int64")
+    out = frame.groupby(["day", "gpu_id", "pod_id"], sort=True)[list(COST_SUMS)].sum()
+    out = out.reset_index()
+    out = out.merge(_labels(hourly, "gpu_id", ("cluster", "node", "gpu_model")), how="left")
+    pods = _labels(hourly[hourly["pod_id"] != NO_POD], "pod_id", POD_TEXT)
+    out = out.merge(pods, on="pod_id", how="left")
+    for name in ("cluster", "node", "gpu_model", *POD_TEXT):
+        if not isinstance(out[name].dtype, pd.CategoricalDtype):
+            out[name] = out[name].astype(object).astype("category")
+    return out
+
+
+def unit_steps(hourly: pd.DataFrame) -> pd.Series:
+    """Each unit's sampling step (s): the largest seconds-with-data per raw sample of an hour.
+
+    An hour whose samples all have a reading gives the step exactly; a unit without any
+    reading gets the largest step of the others.
+    """
+    samples = hourly[c.SAMPLES].to_numpy(dtype="float64")
+    per_sample = hourly["step_s"].to_numpy(dtype="float64") / np.where(samples > 0, samples, 1)
+    frame = pd.DataFrame({"gpu_id": hourly["gpu_id"].to_numpy(), "s": np.rint(per_sample)})
+    steps = frame.groupby("gpu_id")["s"].max()
+    fallback = float(steps.max()) if len(steps) and steps.max() > 0 else float(HOUR_S)
+    return steps.where(steps > 0, fallback).astype("int64")
+
+
+def gpu_daily(hourly: pd.DataFrame, end_ts: int) -> pd.DataFrame:
+    """Per (window day, GPU unit): samples, data and utilized hours, hours with an XID, signal
+    samples, and the peaks of memory used (share of total), temperature and hourly mean power.
+
+    """
+    hours = hourly[c.GPU_HOURS].to_numpy(dtype="float64")
+    fb_used = hourly["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan)
+    fb_total = hourly["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan)
+    xid = hourly["xid"].to_numpy(dtype="float64", na_value=0.0)
+    samples = hourly[c.SAMPLES].to_numpy(dtype="float64")
+    signal = hourly["util_signal"].astype(object)
+    ts = hourly["ts"].to_numpy(dtype="int64")
+    frame = pd.DataFrame(
+        {
+            "day": day_index(ts, end_ts),
+            "gpu_id": hourly["gpu_id"].to_numpy(dtype="int64"),
+            c.SAMPLES: samples,
+            c.GPU_HOURS: hours,
+            "util_hours": hours * hourly[c.UTIL].to_numpy(dtype="float64"),
+            "xid_hour": np.where(xid != 0, ts, -1),
+            "prof_samples": np.where(signal.eq("prof_gr_engine_active"), samples, 0.0),
+            "dev_samples": np.where(signal.eq("dev_gpu_util"), samples, 0.0),
+            "fb_used_ratio_max": fb_used / np.where(fb_total > 0, fb_total, np.nan),
+            "temp_c_max": hourly["temp_c"].to_numpy(dtype="float64", na_value=np.nan),
+            "power_w_max": hourly["power_w"].to_numpy(dtype="float64", na_value=np.nan),
+            "xid_last": xid,
+        }
     )
+    grouped = frame.groupby(["day", "gpu_id"], sort=True)
+    out = grouped[[name for name in GPU_SUMS if name != "xid_hours"]].sum()
+    out[list(GPU_PEAKS)] = grouped[list(GPU_PEAKS)].max()
+    xid_rows = frame[frame["xid_hour"] >= 0]
+    out["xid_hours"] = xid_rows.groupby(["day", "gpu_id"])["xid_hour"].nunique()
+    out["xid_hours"] = out["xid_hours"].fillna(0.0)
+    return out.reset_index()
+
+
+def _expected_hours(
+    seen: pd.DataFrame, start_ts: int, end_ts: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every (unit, hour) from a unit's first to its last sample, clipped to the span."""
+    first = np.maximum(seen["first_seen_ts"].to_numpy(dtype="float64", na_value=np.nan), start_ts)
+    last = np.minimum(seen["last_seen_ts"].to_numpy(dtype="float64", na_value=np.nan), end_ts - 1)
+    valid = ~np.isnan(first) & ~np.isnan(last) & (last >= first)
+    h0 = (first[valid].astype("int64") // HOUR_S) * HOUR_S
+    n = (last[valid].astype("int64") // HOUR_S) * HOUR_S - h0
+    n = n // HOUR_S + 1
+    unit = np.repeat(np.flatnonzero(valid), n)
+    offset = np.arange(int(n.sum()), dtype="int64") - np.repeat(np.cumsum(n) - n, n)
+    return unit, np.repeat(h0, n) + offset * HOUR_S
+
+
+def _samples_at(
+    hourly: pd.DataFrame, ids: np.ndarray, hour: np.ndarray, start_ts: int
+) -> np.ndarray:
+    """Raw samples of each (unit, hour) pair asked for (0 where the unit has no row)."""
+
+    def key(gpu: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        hour = (np.asarray(ts, dtype="int64") - start_ts) // HOUR_S
+        out: np.ndarray = np.asarray(gpu, dtype="int64") * 2**24 + hour
+        return out
+
+    keys, inverse = np.unique(
+        key(hourly["gpu_id"].to_numpy(), hourly["ts"].to_numpy()), return_inverse=True
+    )
+    totals = np.bincount(inverse, hourly[c.SAMPLES].to_numpy(dtype="float64"), len(keys))
+    wanted = key(ids, hour)
+    pos = np.clip(np.searchsorted(keys, wanted), 0, max(len(keys) - 1, 0))
+    found = (pos < len(keys)) & (keys[pos] == wanted) if len(keys) else np.zeros(len(wanted), bool)
+    return np.where(found, totals[pos] if len(keys) else 0.0, 0.0)
+
+
+def hour_gaps(
+    hourly: pd.DataFrame, units: pd.DataFrame, steps: pd.Series, start_ts: int, end_ts: int
+) -> pd.DataFrame:
+    """Hours in ``[start_ts, end_ts)`` in which a unit has fewer samples than its step implies.
+
+    A unit is expected on its step's grid from its first to its last sample
+    (``first_seen_ts``, ``last_seen_ts``); an hour without any row counts in full. Returns
+    ``gpu_id``, ``hour_ts`` and ``missing_s`` (missing samples × step).
+    """
+    seen = units[units["gpu_id"].isin(steps.index)].reset_index(drop=True)
+    unit, hour = _expected_hours(seen, start_ts, end_ts)
+    ids = seen["gpu_id"].to_numpy(dtype="int64")[unit]
+    step = steps.reindex(ids).to_numpy(dtype="float64")
+    first = seen["first_seen_ts"].to_numpy(dtype="float64", na_value=np.nan)[unit]
+    last = seen["last_seen_ts"].to_numpy(dtype="float64", na_value=np.nan)[unit]
+    low = np.maximum(hour, first)
+    high = np.minimum(hour + HOUR_S, last + 1)
+    expected = np.clip(np.ceil(high / step) - np.ceil(low / step), 0, None)
+    got = _samples_at(hourly, ids, hour, start_ts)
+    missing = np.clip(expected - got, 0, None) * step
+    gap = missing > 0
+    return pd.DataFrame(
+        {"gpu_id": ids[gap], "hour_ts": hour[gap], "missing_s": missing[gap].astype("int64")}
+    )
+
+
+def gap_runs(gaps: pd.DataFrame) -> pd.DataFrame:
+    """Consecutive incomplete hours of a unit as one gap: ``gpu_id``, ``gap_s`` per gap."""
+    if gaps.empty:
+        return pd.DataFrame({"gpu_id": [], "gap_s": []}, dtype="int64")
+    ordered = gaps.sort_values(["gpu_id", "hour_ts"], kind="stable")
+    ids = ordered["gpu_id"].to_numpy()
+    hours = ordered["hour_ts"].to_numpy()
+    new = np.r_[True, (ids[1:] != ids[:-1]) | (hours[1:] != hours[:-1] + HOUR_S)]
+    run = np.cumsum(new) - 1
+    gap_s = np.bincount(run, ordered["missing_s"].to_numpy(dtype="float64"))
+    return pd.DataFrame({"gpu_id": ids[new], "gap_s": gap_s.astype("int64")})
 
 
 def pending_series(pods: pd.DataFrame, instants: np.ndarray) -> pd.DataFrame:

@@ -55,14 +55,17 @@ def _mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -
     return mask
 
 
+def window_days(f: Filters) -> int:
+    return int(WINDOWS[f.window])
+
+
 def cost_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
-    """The hourly cost roll-up rows of the window and filters."""
+    """The per (window day, GPU unit, pod) cost rows of the window and filters."""
 
     def compute() -> pd.DataFrame:
-        start, end = window_bounds(snap, f)
         rows = snap.cost
-        ts = rows["bucket_ts"].to_numpy()
-        mask = (ts >= start) & (ts < end) & _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        days = rows["day"].to_numpy()
+        mask = (days < window_days(f)) & _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
         return pd.DataFrame(rows[mask])
 
     return snap.memo(("cost_rows", f), compute)
@@ -83,16 +86,20 @@ def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:
 
 
 def gpu_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
-    """The hourly per-GPU roll-up rows of the window, for the units in scope."""
+    """The per (window day, GPU unit) rows of the window, for the units in scope."""
 
     def compute() -> pd.DataFrame:
-        start, end = window_bounds(snap, f)
         rows = snap.gpu
-        ts = rows["bucket_ts"].to_numpy()
-        mask = (ts >= start) & (ts < end) & rows["gpu_id"].isin(unit_ids(snap, f)).to_numpy()
-        return rows[mask]
+        days = rows["day"].to_numpy()
+        mask = (days < window_days(f)) & rows["gpu_id"].isin(unit_ids(snap, f)).to_numpy()
+        return pd.DataFrame(rows[mask])
 
     return snap.memo(("gpu_rows", f), compute)
+
+
+def hourly_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """The hourly rows of the window, with data hours and unit prices (never modify them)."""
+    return snap.hourly_between(*window_bounds(snap, f))
 
 
 def sums(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -183,8 +190,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         start, end = window_bounds(snap, Filters(window=window))
-        held = snap.held
-        rows = held[(held["ts"] >= start) & (held["ts"] < end)]
+        rows = hourly_rows(snap, Filters(window=window))
         if rows.empty:
             return empty_recommendations()
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units)
@@ -273,22 +279,35 @@ def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndar
     return np.asarray(hours, dtype="float64")
 
 
+def _hour_sums(rows: pd.DataFrame, mask: np.ndarray, buckets: np.ndarray) -> dict[str, np.ndarray]:
+    """Per hour of ``buckets``: GPU-hours with data, held by pods, and utilized (``mask``:
+    the rows in scope)."""
+    if len(buckets) == 0:
+        return {name: np.zeros(0) for name in (c.CAPACITY_GPUS, c.ALLOCATED_GPUS, c.USED_GPUS)}
+    at = (rows["ts"].to_numpy(dtype="int64")[mask] - int(buckets[0])) // HOUR_S
+    data = rows[c.GPU_HOURS].to_numpy(dtype="float64")[mask]
+    held = np.where(rows[c.ALLOCATED].to_numpy(dtype=bool)[mask], data, 0.0)
+    used = held * rows[c.UTIL].to_numpy(dtype="float64")[mask]
+    n = len(buckets)
+    return {
+        c.CAPACITY_GPUS: np.bincount(at, data, n),
+        c.ALLOCATED_GPUS: np.bincount(at, held, n),
+        c.USED_GPUS: np.bincount(at, used, n),
+    }
+
+
 def capacity_series(snap: Snapshot, f: Filters) -> pd.DataFrame:
     """Per hour: mean GPU units with data, held by pods and busy (util-weighted), and pending."""
 
     def compute() -> pd.DataFrame:
-        rows = cost_rows(snap, f)
+        rows = hourly_rows(snap, f)
+        mask = _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
         start, end = window_bounds(snap, f)
         buckets = np.arange(max(start, snap.span_start_ts), end, HOUR_S, dtype="int64")
-        grouped = rows.groupby("bucket_ts")[
-            [c.GPU_HOURS, c.ALLOCATED_GPU_HOURS, c.USED_GPU_HOURS]
-        ].sum()
-        grouped = grouped.reindex(buckets, fill_value=0.0)
         hours = _bucket_hours(snap, buckets, HOUR_S)
         out = pd.DataFrame({c.BUCKET_TS: buckets})
-        out[c.CAPACITY_GPUS] = grouped[c.GPU_HOURS].to_numpy() / hours
-        out[c.ALLOCATED_GPUS] = grouped[c.ALLOCATED_GPU_HOURS].to_numpy() / hours
-        out[c.USED_GPUS] = grouped[c.USED_GPU_HOURS].to_numpy() / hours
+        for name, total in _hour_sums(rows, mask, buckets).items():
+            out[name] = total / hours
         pods = snap.pods[_mask(snap.pods, f, (("cluster", "cluster"), *_POD_FILTERS))]
         pending = pending_series(pods, buckets)
         out[c.PENDING_GPUS] = pending[c.PENDING_GPUS].to_numpy()
@@ -307,7 +326,7 @@ class Options:
 
 
 def _sorted_text(values: pd.Series) -> list[str]:
-    return sorted({str(v) for v in values.dropna()})
+    return sorted({str(v) for v in pd.unique(values.dropna().to_numpy(dtype=object))})
 
 
 def options(snap: Snapshot, f: Filters) -> Options:

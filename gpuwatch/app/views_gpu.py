@@ -10,19 +10,22 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.rollup import HOUR_S, NO_POD
+from gpuwatch.app.rollup import HOUR_S, NO_POD, gap_runs, measures
 from gpuwatch.app.views import (
     WORKLOAD,
     cost_rows,
     coverage,
     equals,
     gpu_rows,
+    hourly_rows,
     unit_ids,
     window_bounds,
     window_recommendations,
 )
 
 MAX_COLUMNS = 300
+#: At most this many heatmap cells (units × columns): a big fleet gets wider columns.
+MAX_CELLS = 250_000
 
 
 def unit_label(uuid: object, mig_profile: object, slot: object, replicas: object) -> str:
@@ -50,6 +53,17 @@ def _scoped_units(snap: Snapshot, f: Filters, node: tuple[str, str] | None) -> p
     return units.assign(unit=labels)
 
 
+def _row_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Position of each of ``values`` in ``ids`` (unique), -1 where absent."""
+    if len(ids) == 0 or len(values) == 0:
+        return np.full(len(values), -1, dtype="int64")
+    top = int(max(ids.max(), values.max())) + 1
+    lookup = np.full(top, -1, dtype="int64")
+    lookup[ids] = np.arange(len(ids))
+    found: np.ndarray = lookup[np.asarray(values, dtype="int64")]
+    return found
+
+
 @dataclass(frozen=True)
 class Heatmap:
     """Utilization % per GPU unit (rows) and time column; NaN where there is no data."""
@@ -63,25 +77,26 @@ class Heatmap:
 def heatmap(
     snap: Snapshot, f: Filters, node: tuple[str, str] | None = None, max_columns: int = MAX_COLUMNS
 ) -> Heatmap:
-    """GPU × time utilization, downsampled to at most ``max_columns`` columns of whole hours."""
+    """GPU × time utilization, downsampled to at most ``max_columns`` columns of whole hours
+    (fewer where the units in scope would make more than :data:`MAX_CELLS` cells)."""
 
     def compute() -> Heatmap:
         units = _scoped_units(snap, f, node)
         start, end = window_bounds(snap, f)
         start = max(start, snap.span_start_ts)
         hours = max((end - start) // HOUR_S, 1)
-        column_s = math.ceil(hours / max_columns) * HOUR_S
+        columns = max(1, min(max_columns, MAX_CELLS // max(len(units), 1)))
+        column_s = math.ceil(hours / columns) * HOUR_S
         n_cols = math.ceil((end - start) / column_s)
-        rows = gpu_rows(snap, f)
-        row_of = pd.Series(np.arange(len(units)), index=units["gpu_id"].to_numpy())
-        r = rows["gpu_id"].map(row_of)
-        keep = r.notna().to_numpy()
-        r_idx = r.to_numpy(dtype="float64")[keep].astype("int64")
-        col = ((rows["bucket_ts"].to_numpy()[keep] - start) // column_s).astype("int64")
-        cell = r_idx * n_cols + col
+        rows = hourly_rows(snap, f)
+        r_idx = _row_index(units["gpu_id"].to_numpy(dtype="int64"), rows["gpu_id"].to_numpy())
+        keep = r_idx >= 0
+        col = ((rows["ts"].to_numpy()[keep] - start) // column_s).astype("int64")
+        cell = r_idx[keep] * n_cols + col
         size = len(units) * n_cols
-        util = np.bincount(cell, rows["util_hours"].to_numpy()[keep], size)
-        data = np.bincount(cell, rows[c.GPU_HOURS].to_numpy()[keep], size)
+        data_h = rows[c.GPU_HOURS].to_numpy(dtype="float64")[keep]
+        util = np.bincount(cell, data_h * rows[c.UTIL].to_numpy(dtype="float64")[keep], size)
+        data = np.bincount(cell, data_h, size)
         z = np.where(data > 0, 100.0 * util / np.where(data > 0, data, 1.0), np.nan)
         x_ts = start + np.arange(n_cols, dtype="int64") * column_s
         return Heatmap(z.reshape(len(units), n_cols), x_ts, units, column_s)
@@ -98,8 +113,8 @@ def gpu_table(
         units = _scoped_units(snap, f, node)
         rows = gpu_rows(snap, f)
         g = rows.groupby("gpu_id")
-        stats = g[["samples", c.GPU_HOURS, "util_hours", "xid_samples"]].sum()
-        peaks = ["temp_c_max", "power_w_max", "fb_used_ratio_max", "xid_last", "last_ts"]
+        stats = g[["samples", c.GPU_HOURS, "util_hours", "xid_hours"]].sum()
+        peaks = ["temp_c_max", "power_w_max", "fb_used_ratio_max", "xid_last"]
         stats[peaks] = g[peaks].max()
         held = cost_rows(snap, f)
         stats["held_gpu_hours"] = held.groupby("gpu_id")[c.ALLOCATED_GPU_HOURS].sum()
@@ -112,7 +127,7 @@ def gpu_table(
         out["coverage_ratio"] = out["gpu_id"].map(cov)
         out["hot"] = out["temp_c_max"].ge(temperature_c).fillna(False)
         out["memory_full"] = out["memory_peak_pct"].ge(snap.policy.memory_full_pct).fillna(False)
-        out["xid_samples"] = out["xid_samples"].fillna(0.0)
+        out["xid_hours"] = out["xid_hours"].fillna(0.0)
         return out
 
     return snap.memo(("gpu_table", f, node, temperature_c), compute)
@@ -168,12 +183,26 @@ class WorkloadKey:
 
 
 def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
-    """The workload's hourly cost rows in the window (other filters do not apply)."""
+    """The workload's hourly rows in the window with their sums (other filters do not apply).
+
+    Columns: ``bucket_ts`` (the hour), ``gpu_id``, ``fb_used_mib_max`` (the hour's peak) and
+    the cost model's sums (:data:`~gpuwatch.app.rollup.COST_SUMS`).
+    """
 
     def compute() -> pd.DataFrame:
-        rows = cost_rows(snap, Filters(window=f.window))
-        rows = rows[rows["pod_id"] != NO_POD]
-        return rows[key.matches(rows)]
+        rows = hourly_rows(snap, Filters(window=f.window))
+        rows = rows[rows[c.ALLOCATED].to_numpy(dtype=bool) & key.matches(rows)]
+        values = measures(rows, snap.policy.idle_threshold_ratio)
+        out = pd.DataFrame(
+            {
+                "bucket_ts": rows["ts"].to_numpy(dtype="int64"),
+                "gpu_id": rows["gpu_id"].to_numpy(dtype="int64"),
+                "fb_used_mib_max": rows["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan),
+            }
+        )
+        for name, column in values.items():
+            out[name] = column
+        return out
 
     return snap.memo(("workload_rows", f.window, key), compute)
 
@@ -225,14 +254,15 @@ def health_by_node(snap: Snapshot, f: Filters) -> pd.DataFrame:
         units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
         cov = coverage(snap, f)
         rows = gpu_rows(snap, f)
+        rows = rows[rows["samples"] > 0]
         per_unit = rows.groupby("gpu_id")[["prof_samples", "dev_samples"]].sum()
-        per_unit["last_ts"] = rows.groupby("gpu_id")["last_ts"].max()
+        last_seen = units.set_index("gpu_id")["last_seen_ts"]
+        per_unit["last_ts"] = last_seen.reindex(per_unit.index).to_numpy()
         held = cost_rows(snap, f)
         attributed = set(held.loc[held["pod_id"] != NO_POD, "gpu_id"].unique().tolist())
         start, end = window_bounds(snap, f)
-        gaps = snap.gaps[(snap.gaps["gap_end_ts"] > start) & (snap.gaps["gap_start_ts"] < end)]
-        gap_s = np.minimum(gaps["gap_end_ts"], end) - np.maximum(gaps["gap_start_ts"], start)
-        gaps = gaps.assign(gap_s=gap_s)
+        hours = snap.gaps["hour_ts"].to_numpy()
+        gaps = gap_runs(snap.gaps[(hours >= start) & (hours < end)])
         frame = units[["cluster", "node", "gpu_id"]].merge(per_unit.reset_index(), how="left")
         frame = frame.merge(cov[["gpu_id", c.OBSERVED_HOURS, c.GPU_HOURS]], how="left")
         frame["unattributed"] = ~frame["gpu_id"].isin(attributed)

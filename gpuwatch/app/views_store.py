@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.views import window_bounds
+from gpuwatch.app.rollup import HOUR_S
+from gpuwatch.app.views import hourly_rows, window_bounds
 from gpuwatch.report.inputs import load_inputs
 from gpuwatch.report.weekly import (
     WEEK_S,
@@ -27,24 +29,66 @@ IDLE_S = 3600
 SILENT_S = 600
 
 
+#: Columns of one GPU's history (raw samples and hourly rows alike).
+HISTORY_COLUMNS = (
+    "ts",
+    "step_s",
+    "span_s",
+    "cluster",
+    "namespace",
+    "workload_kind",
+    "workload",
+    "pod",
+    c.UTIL,
+    c.IDLE_RATIO,
+    "fb_used_mib",
+    "fb_total_mib",
+    "temp_c",
+    "power_w",
+    "xid",
+    c.GPU_HOURS,
+    c.USD_PER_HOUR,
+    c.ALLOCATED,
+)
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    names = ("cluster", "namespace", "workload_kind", "workload", "pod")
+    return frame.astype(dict.fromkeys(names, object))
+
+
 def gpu_history(data: DashboardData, snap: Snapshot, gpu_id: int, f: Filters) -> pd.DataFrame:
-    """One GPU unit's samples over the window at full resolution, costed."""
+    """One GPU unit's history over the window, costed: its raw samples where the store still
+    keeps them, its hourly roll-ups before that (``span_s``: 3600 on those rows, the step on
+    raw samples; ``idle_ratio`` set on hourly rows only)."""
 
     def compute() -> pd.DataFrame:
         start, end = window_bounds(snap, f)
-        samples = repository.load_gpu_samples(data.engine, gpu_id, start, end)
-        if samples.empty:
-            return samples
-        return prepare(samples, snap.pods, snap.price_book)
+        raw_from = max(start, snap.raw_from_ts)
+        parts = []
+        if raw_from > start:
+            hourly = hourly_rows(snap, f)
+            hourly = hourly[(hourly["gpu_id"].to_numpy() == gpu_id) & (hourly["ts"] < raw_from)]
+            hourly = hourly.assign(span_s=HOUR_S)
+            parts.append(_as_text(hourly[list(HISTORY_COLUMNS)]))
+        samples = repository.load_gpu_samples(data.engine, gpu_id, raw_from, end)
+        if len(samples):
+            costed = prepare(samples, snap.pods, snap.price_book)
+            costed = costed.assign(span_s=costed["step_s"], idle_ratio=np.nan)
+            parts.append(_as_text(costed[list(HISTORY_COLUMNS)]))
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return pd.DataFrame(columns=list(HISTORY_COLUMNS))
+        return pd.concat(parts, ignore_index=True)
 
     return snap.memo(("gpu_history", gpu_id, f.window), compute)
 
 
 def report_weeks(snap: Snapshot) -> list[str]:
     """ISO weeks with data, newest first."""
-    if snap.marker.first_ts is None or snap.marker.last_ts is None:
+    if snap.first_ts is None or snap.marker.last_ts is None:
         return []
-    first_start, _ = iso_week_bounds(week_label(snap.marker.first_ts))
+    first_start, _ = iso_week_bounds(week_label(snap.first_ts))
     weeks = [week_label(ts) for ts in range(first_start, snap.marker.last_ts + 1, WEEK_S)]
     return sorted(set(weeks), reverse=True)
 
@@ -63,7 +107,13 @@ def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         start_ts, end_ts = iso_week_bounds(week)
-        inputs = load_inputs(data.engine, start_ts, end_ts)
+        inputs = load_inputs(
+            data.engine,
+            start_ts,
+            end_ts,
+            resolution="auto",
+            idle_util_pct=data.settings.thresholds.idle_util_pct,
+        )
         return weekly_report(
             inputs.samples,
             inputs.pods,

@@ -71,7 +71,7 @@ def choose_resolution(
     if built_at is not None and abs(built_at - idle_util_pct) > 1e-9:
         log.warning(
             "hourly roll-ups count idle time below %g%% utilization, the settings say %g%%; "
-            "%s. Run `gpuwatch db rollup --rebuild` to rebuild them at the new threshold.",
+            "%s. Run `gpuwatch db rollup` to rebuild them at the new threshold.",
             built_at,
             idle_util_pct,
             "reading raw samples instead" if raw else "no raw samples are left for this window",

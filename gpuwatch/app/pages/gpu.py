@@ -17,6 +17,7 @@ from gpuwatch.app.components import card, empty_state, html_table, section, shel
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
+from gpuwatch.app.rollup import HOUR_S
 from gpuwatch.app.views_gpu import unit_label
 from gpuwatch.app.views_store import gpu_history
 
@@ -30,6 +31,20 @@ def find_unit(snap: Snapshot, raw_id: str | None) -> pd.Series | None:
         return None
     rows = snap.units[snap.units["gpu_id"].eq(gpu_id)]
     return None if rows.empty else rows.iloc[0]
+
+
+def history_note(history: pd.DataFrame, snap: Snapshot) -> str:
+    """How many samples the history shows, and where it falls back to hourly roll-ups."""
+    hourly = history["span_s"].eq(HOUR_S) & history["ts"].lt(snap.raw_from_ts)
+    n_hourly = int(hourly.sum())
+    text = f"Every stored sample ({len(history) - n_hourly:,} in the window)"
+    if n_hourly:
+        text += (
+            f"; before {fmt.when(snap.raw_from_ts)} raw samples are no longer kept, so "
+            f"{n_hourly:,} hourly roll-ups stand in: hourly mean utilization and power, "
+            "hourly peak memory and temperature"
+        )
+    return text + "; gaps are missing samples (no data), never idle."
 
 
 def holders(history: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +111,10 @@ def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters)
                 "temp",
             ),
             card(
-                "XID errors", fmt.number(int(xid.sum())), "samples with a non-zero XID code", "xid"
+                "XID errors",
+                fmt.number(int(xid.sum())),
+                "samples (hours, where only roll-ups are kept) with a non-zero XID code",
+                "xid",
             ),
         ],
         className="gw-cards",
@@ -153,10 +171,13 @@ def layout(**query: Any) -> html.Div:
         section(
             "History",
             dcc.Graph(id="gpu-history", figure=gpu_history_figure(history, idle_pct)),
-            note=f"Every stored sample ({len(history):,} in the window); "
-            "gaps are missing samples (no data), never idle.",
+            note=history_note(history, snap),
         ),
-        section("Pods that held it", holders_table(history, f)),
+        section(
+            "Pods that held it",
+            holders_table(history, f),
+            note="From and to are the hour where only roll-ups are kept.",
+        ),
     ]
     note = f"UUID {fmt.text(unit['gpu_uuid'])}"
     return shell(PAGE, PATH, f"GPU {label}", f, snap, None, content, note=note)

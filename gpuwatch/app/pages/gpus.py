@@ -15,7 +15,7 @@ from gpuwatch.app import format as fmt
 from gpuwatch.app.components import (
     URL_ID,
     data_table,
-    html_table,
+    money_column,
     no_data,
     no_match,
     number_column,
@@ -39,9 +39,9 @@ HEALTH_COLUMNS = [
     number_column("util_pct", "Utilization (%)"),
     number_column("held_gpu_hours", "Held (GPU·h)"),
     number_column("temp_c_max", "Peak temperature (°C)", 0),
-    number_column("power_w_max", "Peak power (W)", 0),
+    number_column("power_w_max", "Peak hourly power (W)", 0),
     number_column("memory_peak_pct", "Peak memory (%)"),
-    number_column("xid_samples", "Samples with XID", 0),
+    number_column("xid_hours", "Hours with XID", 0),
     number_column("xid_last", "XID code", 0),
     number_column("coverage_pct", "Coverage (%)"),
 ]
@@ -68,7 +68,7 @@ def health_styles(temperature_c: float, memory_full_pct: float) -> list[dict[str
     rules = (
         ("temp_c_max", f"{{temp_c_max}} >= {temperature_c}"),
         ("memory_peak_pct", f"{{memory_peak_pct}} >= {memory_full_pct}"),
-        ("xid_samples", "{xid_samples} > 0"),
+        ("xid_hours", "{xid_hours} > 0"),
     )
     styles = [{"if": {"column_id": col, "filter_query": q}} | alert for col, q in rules]
     return [*styles, {"if": {"column_id": "unit"}, "color": "#2563eb", "cursor": "pointer"}]
@@ -117,25 +117,68 @@ def node_href(f: Filters, cluster: object, node: object) -> str:
     return f.with_(cluster=str(cluster)).href("/node", name=str(node))
 
 
+NODE_COLUMNS = [
+    text_column("node"),
+    text_column("cluster"),
+    text_column("gpu_model"),
+    number_column("gpu_units", "GPU units", 0),
+    text_column("capacity", "Capacity"),
+    number_column("allocated_pct", "Allocated (%)"),
+    number_column("efficiency_pct", "Utilization of allocated (%)"),
+    money_column("idle_cost_usd"),
+    money_column("unallocated_cost_usd"),
+]
+
+
+def node_records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
+    """Node rows for the nodes table; the row id is the link to the node's page."""
+    rows = []
+    for r in records_of(frame):
+        rows.append(
+            {
+                "id": node_href(f, r["cluster"], r["node"]),
+                "node": fmt.text(r["node"]),
+                "cluster": fmt.text(r["cluster"]),
+                "gpu_model": fmt.text(r["gpu_model"]),
+                "gpu_units": _number(r["gpu_units"], 0),
+                "capacity": fmt.text(r["capacity_type"]).replace("_", "-"),
+                "allocated_pct": _number(r["allocated_pct"], 1),
+                "efficiency_pct": _number(r["efficiency_pct"], 1),
+                "idle_cost_usd": _number(r["idle_cost_usd"], 2),
+                "unallocated_cost_usd": _number(r["unallocated_cost_usd"], 2),
+            }
+        )
+    return rows
+
+
+def _number(value: Any, digits: int) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), digits)
+
+
+def open_node(active_cell: dict[str, Any] | None) -> Any:
+    """A click on a node row: the node's page."""
+    if not active_cell or not str(active_cell.get("row_id", "")).startswith("/node?"):
+        return dash.no_update
+    return str(active_cell["row_id"])
+
+
+dash.callback(
+    Output(URL_ID, "href", allow_duplicate=True),
+    Input("gpus-nodes", "active_cell"),
+    prevent_initial_call=True,
+)(open_node)
+
+
 def nodes_section(snap: Snapshot, f: Filters) -> Any:
-    frame = node_table(snap, f)
-    columns = [
-        (
-            "Node",
-            lambda r: dcc.Link(
-                fmt.text(r["node"]), className="gw-link", href=node_href(f, r["cluster"], r["node"])
-            ),
-        ),
-        ("Cluster", lambda r: fmt.text(r["cluster"])),
-        ("GPU model", lambda r: fmt.text(r["gpu_model"])),
-        ("GPU units", lambda r: fmt.number(r["gpu_units"])),
-        ("Capacity", lambda r: fmt.text(r["capacity_type"]).replace("_", "-")),
-        ("Allocated", lambda r: fmt.pct(r["allocated_pct"])),
-        ("Utilization of allocated", lambda r: fmt.pct(r["efficiency_pct"])),
-        ("Idle cost", lambda r: fmt.usd(r["idle_cost_usd"])),
-        ("Unallocated cost", lambda r: fmt.usd(r["unallocated_cost_usd"])),
-    ]
-    return html_table("gpus-nodes", columns, records_of(frame))
+    return data_table(
+        "gpus-nodes",
+        NODE_COLUMNS,
+        node_records(node_table(snap, f), f),
+        filter_action="native",
+        style_data_conditional=[
+            {"if": {"column_id": "node"}, "color": "#2563eb", "cursor": "pointer"}
+        ],
+    )
 
 
 def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
@@ -158,10 +201,11 @@ def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
             "GPU health",
             table,
             note=f"Red: temperature ≥ {temperature_c:g} °C, memory ≥ "
-            f"{snap.policy.memory_full_pct:g}% or an XID error in the window. Click a GPU "
-            "for its minute-by-minute history.",
+            f"{snap.policy.memory_full_pct:g}% or an XID error in the window. From the "
+            "hourly roll-ups: peak power is the highest hourly mean, XID counts hours with an "
+            "error. Click a GPU for its sample-by-sample history.",
         ),
-        section("Nodes", nodes_section(snap, f)),
+        section("Nodes", nodes_section(snap, f), note="Click a node for its page."),
     ]
 
 

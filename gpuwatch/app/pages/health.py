@@ -87,7 +87,20 @@ def nodes_table(snap: Snapshot, f: Filters) -> Any:
     return html_table("health-nodes", columns, frame.astype(object).to_dict("records"))
 
 
-def body(snap: Snapshot, f: Filters) -> list[Any]:
+def rollup_note(snap: Snapshot, idle_util_pct: float) -> list[Any]:
+    """A warning when the roll-ups count idle time at another threshold than the settings."""
+    built_at = snap.rollup_idle_util_pct
+    if built_at is None or abs(built_at - idle_util_pct) < 1e-9:
+        return []
+    text = (
+        f"The hourly roll-ups count idle time below {built_at:g}% utilization; the settings "
+        f"say {idle_util_pct:g}%. Idle hours and idle cost on every page follow the roll-ups "
+        "until `gpuwatch db rollup` rebuilds them at the new threshold."
+    )
+    return [section("Roll-ups", html.P(text, className="gw-note", id="health-rollup-threshold"))]
+
+
+def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
     frame = health_by_node(snap, f)
     weak = frame[frame["coverage_ratio"].lt(0.95).fillna(False).astype(bool)]
     summary = (
@@ -106,8 +119,13 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
             nodes_table(snap, f),
             note="Coverage: hours with a sample ÷ hours the GPUs existed (missing samples "
             "are no data, never idle). A GPU without pod attribution was never held by a "
-            "pod in the window: idle capacity, or DCGM without pod labels there.",
+            "pod in the window: idle capacity, or DCGM without pod labels there. Exporter "
+            "gaps are counted per hour from the hourly roll-ups: an hour in which a GPU has "
+            "fewer samples than its step implies (or none, between its first and last "
+            "sample) is missing data, and consecutive such hours make one gap; its length is "
+            "the missing samples × the step.",
         ),
+        *rollup_note(snap, idle_util_pct),
         section("Labels", html.P(LABELS_NOTE, className="gw-note")),
     ]
 
@@ -117,12 +135,13 @@ def layout(**query: Any) -> html.Div:
     snap, f = ctx.snap, ctx.filters
     if snap.empty:
         return no_data(PAGE, PATH, TITLE, f, snap)
-    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(snap, f))
+    idle_pct = ctx.source.settings.thresholds.idle_util_pct
+    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(snap, f, idle_pct))
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
     if not snap.empty:
-        body(snap, Filters())
+        body(snap, Filters(), data.settings.thresholds.idle_util_pct)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

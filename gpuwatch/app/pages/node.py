@@ -97,9 +97,9 @@ def gpus_section(snap: Snapshot, f: Filters, node: tuple[str, str], temperature_
         ("Utilization", lambda r: fmt.pct(r["util_pct"])),
         ("Held", lambda r: fmt.gpu_hours(r["held_gpu_hours"])),
         ("Peak temperature", lambda r: fmt.with_unit(r["temp_c_max"], "°C")),
-        ("Peak power", lambda r: fmt.with_unit(r["power_w_max"], "W")),
+        ("Peak hourly power", lambda r: fmt.with_unit(r["power_w_max"], "W")),
         ("Peak memory", lambda r: fmt.pct(r["memory_peak_pct"])),
-        ("XID samples", lambda r: fmt.number(r["xid_samples"])),
+        ("Hours with XID", lambda r: fmt.number(r["xid_hours"])),
         ("Coverage", lambda r: fmt.ratio_pct(r["coverage_ratio"])),
     ]
     return html_table("node-gpus", columns, frame.to_dict("records"))

@@ -161,7 +161,9 @@ def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
         ]
     note = (
         "The whole fleet, Monday 00:00 UTC to the next Monday, one row per workload and GPU "
-        "model plus unallocated capacity per node (namespace __idle__), by idle cost."
+        "model plus unallocated capacity per node (namespace __idle__), by idle cost. Read "
+        "as `gpuwatch report weekly` reads it by default: from the hourly roll-ups, or the "
+        "raw samples where the roll-ups do not match the idle threshold."
     )
     return [section(f"Weekly waste report {week}", picker, *preview, note=note)]
 

@@ -148,7 +148,9 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
     )
     note = (
         "Kinds overlap (a workload may be told to use spot and to use fewer GPUs): the total "
-        "counts the largest saving per workload. Type in the row under the headings to filter."
+        "counts the largest saving per workload. Type in the row under the headings to filter. "
+        "Computed from the hourly roll-ups, as `gpuwatch recommend` reads them: utilization "
+        "percentiles are of hourly means, memory percentiles of hourly peaks."
     )
     return [
         html.Div(summary, className="gw-cards", id="savings-cards"),

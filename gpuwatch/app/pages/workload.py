@@ -134,7 +134,12 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
             ],
             className="gw-grid-2",
         ),
-        section("Recommendations", recommendations_table(workload_recommendations(snap, f, key))),
+        section(
+            "Recommendations",
+            recommendations_table(workload_recommendations(snap, f, key)),
+            note="From the hourly roll-ups: utilization percentiles are of hourly means, "
+            "memory percentiles of hourly peaks.",
+        ),
         section("GPUs held", gpus_table(snap, f, key), note="Open a GPU for its full history."),
         section("Pods", pods_table(snap, key), note="As last seen in the Kubernetes API."),
     ]
