@@ -213,3 +213,12 @@ def test_the_weekly_report_has_the_same_hours_and_dollars_from_either_source(
     assert list(hourly.index) == list(raw.index) and len(raw) > 10
     for name in ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "idle_cost_usd"):
         np.testing.assert_allclose(hourly[name], raw[name], atol=0.011, err_msg=name)
+
+
+def test_the_data_marker_keeps_the_hours_of_compacted_samples(engine: Engine) -> None:
+    with engine.begin() as conn:
+        rollup.compact(conn, END_TS + 400 * 86400, raw_keep_s=86400, hourly_keep_s=800 * 86400)
+    marker = repository.data_marker(engine)
+    assert not repository.has_samples(engine, START_TS, END_TS)
+    assert marker.first_ts == START_TS
+    assert marker.last_ts == END_TS - 1

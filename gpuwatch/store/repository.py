@@ -24,6 +24,7 @@ from gpuwatch.domain.frames import (
 )
 from gpuwatch.store import rollup
 from gpuwatch.store.models import (
+    HOUR_S,
     NO_POD,
     SAMPLE_FIELDS,
     UTIL_SIGNALS,
@@ -303,11 +304,19 @@ class DataMarker:
 
 
 def data_marker(engine: Engine) -> DataMarker:
-    """The data version (last collection update) and the span of the stored samples."""
+    """The data version (last collection update) and the span of the stored samples, raw or
+    rolled up (a store whose raw samples are all past the retention still has its hours)."""
     with engine.connect() as conn:
         first = conn.execute(select(func.min(GpuSample.ts))).scalar()
         last = conn.execute(select(func.max(GpuSample.ts))).scalar()
         version = conn.execute(select(func.max(CollectionState.updated_ts))).scalar()
+        # Hours whose raw samples were compacted away still count (their roll-ups stay).
+        hour_first = conn.execute(select(func.min(GpuSampleHourly.hour_ts))).scalar()
+        if hour_first is not None and (first is None or hour_first < first):
+            first = hour_first
+        if last is None:
+            hour_last = conn.execute(select(func.max(GpuSampleHourly.hour_ts))).scalar()
+            last = None if hour_last is None else int(hour_last) + HOUR_S - 1
     return DataMarker(
         data_version=int(version or 0),
         first_ts=None if first is None else int(first),
