@@ -95,7 +95,7 @@ class Snapshot:
     @property
     def raw_from_ts(self) -> int:
         """Raw samples are kept from this hour on; earlier hours have roll-ups only."""
-        first = self.marker.first_ts
+        first = self.marker.raw_first_ts
         return self.end_ts if first is None else first - first % rollup.HOUR_S
 
     def hourly_between(self, start_ts: int, end_ts: int) -> pd.DataFrame:

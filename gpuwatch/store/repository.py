@@ -301,13 +301,15 @@ class DataMarker:
     data_version: int
     first_ts: int | None
     last_ts: int | None
+    #: First raw sample (later than ``first_ts`` once old raw samples were compacted away).
+    raw_first_ts: int | None = None
 
 
 def data_marker(engine: Engine) -> DataMarker:
     """The data version (last collection update) and the span of the stored samples, raw or
     rolled up (a store whose raw samples are all past the retention still has its hours)."""
     with engine.connect() as conn:
-        first = conn.execute(select(func.min(GpuSample.ts))).scalar()
+        first = raw_first = conn.execute(select(func.min(GpuSample.ts))).scalar()
         last = conn.execute(select(func.max(GpuSample.ts))).scalar()
         version = conn.execute(select(func.max(CollectionState.updated_ts))).scalar()
         # Hours whose raw samples were compacted away still count (their roll-ups stay).
@@ -321,6 +323,7 @@ def data_marker(engine: Engine) -> DataMarker:
         data_version=int(version or 0),
         first_ts=None if first is None else int(first),
         last_ts=None if last is None else int(last),
+        raw_first_ts=None if raw_first is None else int(raw_first),
     )
 
 
