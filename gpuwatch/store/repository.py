@@ -152,12 +152,7 @@ HEALTH_FIELDS = ("power_w", "temp_c", "xid")
 def _raw_samples(engine: Engine, start_ts: int, end_ts: int, health: bool) -> pd.DataFrame:
     """The window's sample rows, read through the driver into one float matrix (fast path)."""
     fields = [f for f in SAMPLE_FIELDS if health or f not in HEALTH_FIELDS]
-    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
-    sql = (
-        f"SELECT {', '.join(fields)} FROM {GpuSample.__tablename__} "  # noqa: S608
-        f"WHERE ts >= {mark} AND ts < {mark}"
-    )
-    matrix = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(fields))
+    matrix = _fetch_window(engine, GpuSample.__tablename__, "ts", fields, start_ts, end_ts)
     frame = pd.DataFrame(matrix, columns=fields)
     if not health:
         frame = frame.assign(**dict.fromkeys(HEALTH_FIELDS, np.nan))
@@ -192,15 +187,24 @@ def load_samples(
     return conform(_with_facts(engine, samples), SAMPLE_COLUMNS)
 
 
-def _fetch_matrix(engine: Engine, sql: str, params: tuple[int, ...], width: int) -> np.ndarray:
+def _fetch_window(
+    engine: Engine, table: str, column: str, fields: list[str], start_ts: int, end_ts: int
+) -> np.ndarray:
+    """``fields`` of ``table``'s rows with ``start_ts <= column < end_ts``, as one float matrix
+    read straight from the driver (no per-row objects beyond the driver's tuples)."""
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"SELECT {', '.join(fields)} FROM {table} "  # noqa: S608
+        f"WHERE {column} >= {mark} AND {column} < {mark}"
+    )
     with engine.connect() as conn:
         cursor = conn.connection.cursor()
         try:
-            cursor.execute(sql, params)
+            cursor.execute(sql, (int(start_ts), int(end_ts)))
             rows = cursor.fetchall()
         finally:
             cursor.close()
-    return np.array(rows, dtype=float).reshape(-1, width)
+    return np.array(rows, dtype=float).reshape(-1, len(fields))
 
 
 _HOURLY_SELECT = (
@@ -236,12 +240,8 @@ def load_hourly_samples(
     ``health=False`` leaves power, temperature and XID unread (NaN/0), as for raw samples.
     """
     fields = [f for f in _HOURLY_SELECT if health or f not in _HOURLY_HEALTH]
-    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
-    sql = (
-        f"SELECT {', '.join(fields)} FROM {GpuSampleHourly.__tablename__} "  # noqa: S608
-        f"WHERE hour_ts >= {mark} AND hour_ts < {mark}"
-    )
-    m = _fetch_matrix(engine, sql, (int(start_ts), int(end_ts)), len(fields))
+    table = GpuSampleHourly.__tablename__
+    m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts)
     nan = np.full(len(m), np.nan)
     cols = {name: m[:, fields.index(name)] if name in fields else nan for name in _HOURLY_SELECT}
     data_s = cols["data_s"]
