@@ -3,10 +3,10 @@
 A simulated fleet of N GPUs (``bench/fleetgen.py``) is imported into Prometheus TSDB blocks;
 a Debian ``prometheus`` serves them. Each run collects the whole window with
 ``gpuwatch.collectors.collect.collect`` (the code behind ``gpuwatch collect``, default settings:
-60 s step, 6-hour pages, no Kubernetes API) into a fresh SQLite file and a fresh PostgreSQL
-database, in a child process of its own (so its peak RSS is its own). Then the steady state:
-after a backfill, collecting the last minute again, in a process that has already collected
-once (as ``gpuwatch collect --follow`` does).
+60 s step, 6-hour pages unless ``--page``, no Kubernetes API) into a fresh SQLite file and a
+fresh PostgreSQL database, in a child process of its own (so its peak RSS is its own). Then the
+steady state: after a backfill, collecting the last minute again, in a process that has already
+collected once (as ``gpuwatch collect --follow`` does).
 
     .venv/bin/python bench/bench_collect.py --gpus 200 --days 1 --runs 3
 """
@@ -29,11 +29,10 @@ STEADY_RUNS_MIN = 5
 def _settings(db_url: str, prom_url: str, step_s: int) -> object:
     from gpuwatch.config import load_settings
 
-    overrides = {
-        "cluster": fleetgen.CLUSTER,
-        "database_url": db_url,
-        "prometheus": {"url": prom_url, "step": f"{step_s}s"},
-    }
+    prometheus = {"url": prom_url, "step": f"{step_s}s"}
+    if os.environ.get("BENCH_COLLECT_PAGE"):
+        prometheus["page"] = os.environ["BENCH_COLLECT_PAGE"]
+    overrides = {"cluster": fleetgen.CLUSTER, "database_url": db_url, "prometheus": prometheus}
     return load_settings(None, environ={}, overrides=overrides)
 
 
@@ -121,8 +120,15 @@ def main() -> None:
         "--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
     )
     parser.add_argument("--no-steady", action="store_true", help="skip the steady-state minute")
+    parser.add_argument(
+        "--page",
+        help="prometheus.page for the runs (default: the setting's default, 6h); a shorter page "
+        "makes a short window several pages, so fetching and writing overlap as in a long one",
+    )
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.page:
+        os.environ["BENCH_COLLECT_PAGE"] = args.page  # the children inherit it
     if args.child:
         db, prom, lo, hi, step, warm = args.child
         child_collect(db, prom, int(lo), int(hi), int(step), int(warm))
@@ -150,7 +156,8 @@ def main() -> None:
             if server_cm:
                 server_cm.__exit__(None, None, None)
     print(f"\nafter: {S.machine_line()}")
-    S.print_table(f"gpuwatch collect, {size.name} (real Prometheus {prom})", measures)
+    page = f", {args.page} pages" if args.page else ""
+    S.print_table(f"gpuwatch collect, {size.name}{page} (real Prometheus {prom})", measures)
 
 
 def _bench_backend(

@@ -158,6 +158,26 @@ def test_collects_the_same_into_postgresql(
     assert _rows(engine) == expected
 
 
+def test_real_answers_are_read_fast_and_as_their_json_says(prometheus: PrometheusProcess) -> None:
+    import numpy as np
+    import requests
+
+    from gpuwatch.collectors import promjson
+
+    for query in Catalogue().queries(fx.STEP_S).values():
+        params = {"query": query, "start": START, "end": START + 86400, "step": f"{fx.STEP_S}s"}
+        body = requests.get(
+            f"{prometheus.url}/api/v1/query_range", params=params, timeout=60,
+            headers={"Accept-Encoding": "identity"},
+        ).content  # fmt: skip
+        assert promjson._scan(body) is not None, "Prometheus's own layout takes the fast path"
+        fast, full = promjson.decode(body), promjson._decode_slow(body)
+        assert fast.labels == full.labels
+        assert np.array_equal(fast.counts, full.counts)
+        assert np.array_equal(fast.ts, full.ts)
+        assert np.array_equal(fast.values, full.values, equal_nan=True)
+
+
 class StopAfter:
     """A source that stops the real Prometheus once ``pages`` pages were fetched."""
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
+import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
@@ -53,3 +57,112 @@ def test_watermark_never_moves_backwards(migrated_engine: Engine) -> None:
         assert writer.read_watermark(conn, cluster, "prometheus") == 600
         writer.advance_watermark(conn, cluster, "prometheus", 900, now_ts=1002)
         assert writer.read_watermark(conn, cluster, "prometheus") == 900
+
+
+def _columns(gpu: int, ts: list[int], util: float = 0.5) -> writer.SampleColumns:
+    n = len(ts)
+    return writer.SampleColumns(
+        gpu_id=np.full(n, gpu),
+        ts=np.asarray(ts, dtype=np.int64),
+        step_s=np.full(n, 60),
+        pod_id=np.full(n, np.nan),
+        util_ratio=np.full(n, util),
+        util_signal=np.full(n, 1.0),
+        fb_used_mib=np.arange(n, dtype=np.float64) + 0.25,
+        fb_total_mib=np.full(n, 81920.0),
+        power_w=np.full(n, np.nan),
+        temp_c=np.full(n, 41.5),
+        xid=np.where(np.arange(n) % 2 == 0, 43.0, np.nan),
+    )
+
+
+def _stored(conn: sa.Connection) -> list[tuple[object, ...]]:
+    sql = "SELECT gpu_id, ts, step_s, pod_id, util_ratio, util_signal, fb_used_mib, fb_total_mib,"
+    sql += " power_w, temp_c, xid FROM gpu_samples ORDER BY gpu_id, ts"
+    return [tuple(row) for row in conn.execute(sa.text(sql))]
+
+
+def test_columns_store_what_tuples_store(migrated_engine: Engine) -> None:
+    columns = _columns(0, [60 * i for i in range(4321)])  # several statements and a remainder
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpu = writer.write_gpus(conn, cluster, [_gpu(0)])[("GPU-1", -1, 0)]
+        columns = replace(columns, gpu_id=np.full(len(columns), gpu))
+        assert writer.write_samples(conn, columns) == len(columns)
+        from_columns = _stored(conn)
+        conn.execute(sa.text("DELETE FROM gpu_samples"))
+        tuples = [
+            (
+                gpu,
+                60 * i,
+                60,
+                None,
+                0.5,
+                1,
+                i + 0.25,
+                81920.0,
+                None,
+                41.5,
+                43 if i % 2 == 0 else None,
+            )
+            for i in range(4321)
+        ]
+        writer.write_samples(conn, tuples)
+        from_tuples = _stored(conn)
+    assert from_columns == from_tuples
+    assert len(from_columns) == 4321
+    first, second = from_columns[0], from_columns[1]
+    assert first == (gpu, 0, 60, None, 0.5, 1, 0.25, 81920.0, None, 41.5, 43)
+    assert second[10] is None and second[8] is None
+    # integers come back as integers, not floats, whatever the binding
+    assert all(type(v) is int for v in (first[0], first[1], first[2], first[5], first[10]))
+
+
+def test_a_repeated_row_keeps_its_last_values(migrated_engine: Engine) -> None:
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpu = writer.write_gpus(conn, cluster, [_gpu(0)])[("GPU-1", -1, 0)]
+        rows = [(gpu, 60, 60, None, 0.1, 1, 1.0, 2.0, 3.0, 4.0, None)]
+        rows += [(gpu, 0, 60, None, 0.2, 1, 1.0, 2.0, 3.0, 4.0, None)]
+        rows += [(gpu, 60, 60, None, 0.3, 1, 1.0, 2.0, 3.0, 4.0, None)]
+        assert writer.write_samples(conn, rows) == 3
+        stored = {row[1]: row[4] for row in _stored(conn)}
+    assert stored == {0: 0.2, 60: 0.3}
+
+
+@pytest.mark.postgres
+def test_copy_path_inserts_then_upserts_in_one_transaction(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backfill takes the plain INSERT; stored rows, and a writer that got there first
+    (the pre-check said nothing was stored), take the upsert; the transaction goes on."""
+    from gpuwatch.store import pgcopy
+    from gpuwatch.store.engine import make_engine, upgrade
+
+    monkeypatch.setattr(pgcopy, "_ROWS_PER_WRITE", 1000)  # several COPY writes
+    engine = make_engine(postgres_url)
+    upgrade(engine)
+    ts = [60 * i for i in range(2500)]
+    with engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpu = writer.write_gpus(conn, cluster, [_gpu(0)])[("GPU-1", -1, 0)]
+        assert (
+            writer.write_samples(conn, replace(_columns(gpu, ts), gpu_id=np.full(2500, gpu)))
+            == 2500
+        )
+        writer.write_samples(conn, replace(_columns(gpu, ts[:10], 0.75), gpu_id=np.full(10, gpu)))
+        monkeypatch.setattr(pgcopy, "_any_stored", lambda *_: False)
+        writer.write_samples(conn, replace(_columns(gpu, ts[-5:], 0.9), gpu_id=np.full(5, gpu)))
+        stored = _stored(conn)
+        temp = conn.execute(sa.text(f"SELECT count(*) FROM {pgcopy.TEMP_TABLE}")).scalar_one()
+    assert len(stored) == 2500
+    assert [row[4] for row in stored[:10]] == [0.75] * 10
+    assert [row[4] for row in stored[10:-5]] == [0.5] * 2485
+    assert [row[4] for row in stored[-5:]] == [0.9] * 5
+    assert temp == 0
+    with engine.connect() as conn:
+        assert _stored(conn) == stored
+        # the temporary table went with the transaction
+        exists = conn.execute(sa.text(f"SELECT to_regclass('{pgcopy.TEMP_TABLE}')")).scalar()
+    assert exists is None
+    engine.dispose()

@@ -3,20 +3,25 @@
 The watermark (``collection_state``) moves to a page's end in the same transaction that writes the
 page, so an interrupted run loses nothing and the next run resumes at the first unwritten page.
 Every write is an upsert, so collecting a window again changes nothing.
+
+While a page is written, the next one is fetched and parsed in a background thread (one page
+ahead, no more): Prometheus answers, and the answer is decoded, while the store writes. A failed
+fetch surfaces when its page's turn comes, after the pages before it were written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import pandas as pd
 from sqlalchemy import Connection, Engine
 
 from gpuwatch.collectors import rows
-from gpuwatch.collectors.dcgm import samples_from_results
+from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.collectors.page import PageSamples
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import rollup, writer
 
@@ -27,7 +32,9 @@ Progress = Callable[[int, int, int], None]
 
 
 class SampleSource(Protocol):
-    def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, list[Any]]: ...
+    """Per field, a :class:`~gpuwatch.collectors.promjson.Matrix` or decoded JSON series."""
+
+    def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> Mapping[str, Any]: ...
 
 
 class SnapshotSource(Protocol):
@@ -90,7 +97,7 @@ def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> No
 def _write_page(
     conn: Connection,
     cluster_id: int,
-    frame: pd.DataFrame,
+    frame: PageSamples,
     snap: KubeSnapshot | None,
     step_s: int,
 ) -> tuple[int, int, int]:
@@ -98,15 +105,52 @@ def _write_page(
     if frame.empty:
         return 0, 0, 0
     frame = rows.resolve_nodes(frame, snap)
-    node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, frame))
-    units = rows.gpu_rows(frame, node_ids, conn, cluster_id)
+    pairs = frame.pairs()
+    node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
+    units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
     gpu_ids = writer.write_gpus(conn, cluster_id, units)
     memory = {gpu_ids[(u["uuid"], u["mig_gi_id"], u["slot"])]: u["memory_total_mib"] for u in units}
-    pod_map = rows.pod_ids(conn, cluster_id, frame, snap)
-    samples = rows.sample_tuples(frame, gpu_ids, pod_map, step_s, memory)
-    written = writer.write_samples(conn, samples)
-    rollup.roll_up(conn, int(frame["ts"].min()), int(frame["ts"].max()) + step_s)
-    return written, frame[["uuid", "mig_gi_id", "slot"]].drop_duplicates().shape[0], len(pod_map)
+    pod_map = rows.pod_ids(conn, cluster_id, frame, pairs, snap)
+    written = writer.write_samples(
+        conn, rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory)
+    )
+    rollup.roll_up(conn, int(frame.ts.min()), int(frame.ts.max()) + step_s)
+    return written, len(frame.units), len(pod_map)
+
+
+class _Pages:
+    """Fetches and parses pages in a background thread, one page ahead of the writes."""
+
+    def __init__(self, source: SampleSource, window: Window, variants: LabelVariants) -> None:
+        self.source, self.window, self.variants = source, window, variants
+        self.pages = window.pages()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-fetch")
+        self._next: Future[PageSamples] | None = None
+
+    def _load(self, index: int) -> PageSamples:
+        start, end = self.pages[index]
+        results = self.source.fetch_page(start, end, self.window.step_s)
+        return page_samples(results, self.variants, self.window.step_s).between(start, end)
+
+    def _submit(self, index: int) -> None:
+        if index < len(self.pages):
+            self._next = self._pool.submit(self._load, index)
+
+    def get(self, index: int) -> PageSamples:
+        """Page ``index`` (pages are asked for in order); starts fetching the next one."""
+        if self._next is None:
+            self._submit(index)
+        assert self._next is not None
+        current, self._next = self._next, None
+        try:
+            page = current.result()
+        finally:
+            self._submit(index + 1)
+        return page
+
+    def close(self) -> None:
+        """Drop a page fetched ahead (a fetch under way ends on its own)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def collect(
@@ -127,23 +171,27 @@ def collect(
         if snap is not None:
             _write_snapshot(conn, cluster_id, snap)
             writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
-    pages = window.pages()
+    fetcher = _Pages(prometheus, window, variants)
+    pages = fetcher.pages
     total = units = pods = done = 0
-    for index, (page_start, page_end) in enumerate(pages):
-        if should_stop():
-            break
-        results = prometheus.fetch_page(page_start, page_end, window.step_s)
-        frame = samples_from_results(results, variants, window.step_s)
-        frame = frame[(frame["ts"] >= page_start) & (frame["ts"] < page_end)]
-        with engine.begin() as conn:
-            written, page_units, page_pods = _write_page(
-                conn, cluster_id, frame, snap, window.step_s
-            )
-            detail = {"samples": written, "page_start_ts": page_start}
-            writer.advance_watermark(conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail)
-        total += written
-        units, pods, done = max(units, page_units), max(pods, page_pods), index + 1
-        if progress is not None:
-            progress(index + 1, len(pages), total)
+    try:
+        for index, (page_start, page_end) in enumerate(pages):
+            if should_stop():
+                break
+            frame = fetcher.get(index)
+            with engine.begin() as conn:
+                written, page_units, page_pods = _write_page(
+                    conn, cluster_id, frame, snap, window.step_s
+                )
+                detail = {"samples": written, "page_start_ts": page_start}
+                writer.advance_watermark(
+                    conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail
+                )
+            total += written
+            units, pods, done = max(units, page_units), max(pods, page_pods), index + 1
+            if progress is not None:
+                progress(index + 1, len(pages), total)
+    finally:
+        fetcher.close()
     end = pages[done - 1][1] if done else window.start_ts
     return CollectStats(window.start_ts, end, done, total, units, pods)

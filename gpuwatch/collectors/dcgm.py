@@ -1,7 +1,7 @@
 """DCGM series from Prometheus → one row per GPU unit and grid instant (pure, no I/O).
 
 Input is what ``/api/v1/query_range`` returns for each query of :mod:`gpuwatch.collectors.promql`,
-per field::
+per field: a :class:`~gpuwatch.collectors.promjson.Matrix`, or the decoded JSON itself::
 
     [{"metric": {"__name__": "...", "UUID": "GPU-8f…", "gpu": "1",
                  "modelName": "NVIDIA L40S", "Hostname": "node-a",
@@ -15,19 +15,38 @@ in order (``exported_pod`` before ``pod``, ``UUID`` before ``uuid``, ...). For t
 is made per exporter (scrape target and node): when any series of an exporter carries the preferred
 ``exported_*`` label, that exporter's plain ``pod``/``namespace`` name the exporter itself and are
 ignored.
+
+Labels are read once per series; the points are placed on a (GPU unit × grid instant) grid with
+array operations, so a page costs no Python work per point.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from gpuwatch.collectors import promjson
+from gpuwatch.collectors.page import (
+    IDENTITY_COLUMNS,
+    OUTPUT_COLUMNS,
+    SIGNAL_DEV,
+    SIGNAL_PROF,
+    UNIT_KEY,
+    PageSamples,
+    empty_page,
+    scatter_max,
+    scatter_min,
+)
+from gpuwatch.collectors.promjson import Matrix
 from gpuwatch.collectors.promql import FIELDS
 from gpuwatch.domain.labels import LabelVariants
+
+__all__ = ["OUTPUT_COLUMNS", "SIGNAL_DEV", "SIGNAL_PROF", "UNIT_KEY", "LabelVariants"]
 
 #: Plausible range of each field; readings outside (blank sentinels ~9.2e18, negatives, NaN,
 #: infinities, averages that include a sentinel) become missing, never data.
@@ -44,29 +63,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 #: Fields whose series decide a sample's pod attribution, in order of preference.
 ATTRIBUTION_ORDER = ("util_prof", "util_dev_pct", "fb_used_mib")
-UNIT_KEY = ["uuid", "mig_gi_id", "slot"]
-SIGNAL_PROF = "prof_gr_engine_active"
-SIGNAL_DEV = "dev_gpu_util"
-OUTPUT_COLUMNS = [
-    *UNIT_KEY,
-    "ts",
-    "node",
-    "model_name",
-    "mig_profile",
-    "gpu_index",
-    "device",
-    "namespace",
-    "pod",
-    "container",
-    "label_style",
-    "util_ratio",
-    "util_signal",
-    "fb_used_mib",
-    "fb_total_mib",
-    "power_w",
-    "temp_c",
-    "xid",
-]
+Results = Mapping[str, Matrix | Sequence[Mapping[str, Any]]]
 
 
 def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:
@@ -87,14 +84,11 @@ def _target(labels: Mapping[str, str], variants: LabelVariants) -> Target:
     return labels.get("job", ""), labels.get("instance", ""), node
 
 
-def pod_label_choice(
-    results: Mapping[str, Sequence[Mapping[str, Any]]], variants: LabelVariants
-) -> dict[Target, int]:
+def pod_label_choice(results: Mapping[str, Matrix], variants: LabelVariants) -> dict[Target, int]:
     """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses."""
     choice: dict[Target, int] = {}
-    for series_list in results.values():
-        for series in series_list:
-            labels = series["metric"]
+    for matrix in results.values():
+        for labels in matrix.labels:
             target = _target(labels, variants)
             for index, name in enumerate(variants.pod):
                 if labels.get(name):
@@ -146,113 +140,188 @@ def series_identity(
     }
 
 
-def _field_frame(
-    name: str,
-    series_list: Sequence[Mapping[str, Any]],
-    variants: LabelVariants,
-    choice: Mapping[Target, int],
-    step_s: int,
-) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Long rows (series, ts, value) of one field, and the identity of each of its series."""
-    identities: list[dict[str, Any]] = []
-    chunks: list[np.ndarray] = []
-    owners: list[np.ndarray] = []
-    for series in series_list:
-        identity = series_identity(
-            series["metric"], variants, choice.get(_target(series["metric"], variants))
-        )
-        if identity is None or not series.get("values"):
-            continue
-        values = np.asarray(series["values"], dtype=float).reshape(-1, 2)
-        chunks.append(values)
-        owners.append(np.full(len(values), len(identities), dtype=np.int64))
-        identities.append(identity)
-    if not chunks:
-        return pd.DataFrame({"series": [], "ts": [], name: []}), identities
-    stacked = np.concatenate(chunks)
+@dataclass(frozen=True)
+class _SeriesTable:
+    """Every series of the page (all fields, in order): its unit (-1: not read) and identity."""
+
+    unit: np.ndarray
+    score: np.ndarray
+    identities: pd.DataFrame
+    units: list[tuple[str, int, int]]
+
+
+def _identities(
+    results: Mapping[str, Matrix], variants: LabelVariants
+) -> tuple[list[dict[str, Any] | None], list[str]]:
+    """Each series' identity (None: no GPU UUID or no point) and field, labels read once."""
+    choice = pod_label_choice(results, variants)
+    cache: dict[tuple[tuple[str, str], ...], dict[str, Any] | None] = {}
+    identities: list[dict[str, Any] | None] = []
+    fields: list[str] = []
+    for name, matrix in results.items():
+        for labels, count in zip(matrix.labels, matrix.counts.tolist(), strict=True):
+            key = tuple(labels.items())
+            if key not in cache:
+                cache[key] = series_identity(
+                    labels, variants, choice.get(_target(labels, variants))
+                )
+            identities.append(cache[key] if count else None)
+            fields.append(name)
+    return identities, fields
+
+
+def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
+    """Whole-GPU series of MIG-partitioned GPUs, and device series of GPUs with per-pod vGPUs."""
+    present = [i for i in identities if i is not None]
+    mig = {i["uuid"] for i in present if i["mig_gi_id"] >= 0}
+    vgpu = {i["uuid"] for i in present if i["has_vgpu"]}
+    return [
+        i is None
+        or (i["uuid"] in mig and i["mig_gi_id"] < 0)
+        or (i["uuid"] in vgpu and not i["has_vgpu"])
+        for i in identities
+    ]
+
+
+def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _SeriesTable:
+    identities, fields = _identities(results, variants)
+    dropped = _shadowed(identities)
+    keys = [
+        (i["uuid"], i["mig_gi_id"], i["slot"])
+        for i, drop in zip(identities, dropped, strict=True)
+        if i is not None and not drop
+    ]
+    units = sorted(set(keys))
+    index = {key: n for n, key in enumerate(units)}
+    unit = np.full(len(identities), -1, dtype=np.int64)
+    kept = np.flatnonzero(~np.asarray(dropped, dtype=bool))
+    unit[kept] = [index[key] for key in keys]
+    # Attribution: util fields first, then series with a pod, then the earliest series.
+    total = len(identities)
+    rank = {name: n for n, name in enumerate(ATTRIBUTION_ORDER)}
+    field_rank = np.array([rank.get(f, len(rank)) for f in fields], dtype=np.int64)
+    no_pod = np.array([i is None or i["pod"] is None for i in identities], dtype=np.int64)
+    score = (field_rank * 2 + no_pod) * total + np.arange(total, dtype=np.int64)
+    empty = dict.fromkeys(IDENTITY_COLUMNS)
+    frame = pd.DataFrame(
+        [{c: i[c] for c in IDENTITY_COLUMNS} if i else empty for i in identities],
+        columns=IDENTITY_COLUMNS,
+    )
+    return _SeriesTable(unit, score, frame, units)
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Grid instants ``t0, t0 + step, ...`` (``size`` of them) for every unit."""
+
+    t0: int
+    size: int
+    step_s: int
+
+
+def _grid(results: Mapping[str, Matrix], step_s: int) -> _Grid:
+    lows = [float(m.ts.min()) for m in results.values() if len(m.ts)]
+    highs = [float(m.ts.max()) for m in results.values() if len(m.ts)]
+    low, high = round(min(lows)), round(max(highs))
+    low, high = low - low % step_s, high - high % step_s
+    return _Grid(low, (high - low) // step_s + 1, step_s)
+
+
+def _cells(matrix: Matrix, offset: int, table: _SeriesTable, grid: _Grid) -> np.ndarray:
+    """Per point, its cell ``unit * grid.size + instant`` (-1: a series not read)."""
+    unit = table.unit[offset : offset + len(matrix.labels)][matrix.series_of_points]
+    ts = np.rint(matrix.ts).astype(np.int64)
+    slot = (ts - ts % grid.step_s - grid.t0) // grid.step_s
+    return np.where(unit >= 0, unit * grid.size + slot, -1)
+
+
+def _bounded(name: str, values: np.ndarray) -> np.ndarray:
     low, high = BOUNDS[name]
-    value = stacked[:, 1]
-    value = np.where((value >= low) & (value <= high), value, np.nan)
-    ts = np.rint(stacked[:, 0]).astype(np.int64)
-    frame = pd.DataFrame({"series": np.concatenate(owners), "ts": ts - ts % step_s, name: value})
-    return frame, identities
+    return np.where((values >= low) & (values <= high), values, np.nan)
 
 
-def _units(frame: pd.DataFrame, identities: list[dict[str, Any]], offset: int) -> pd.DataFrame:
-    ident = pd.DataFrame(identities)
-    ident.index = ident.index + offset
-    return frame.assign(series=frame["series"] + offset).join(ident, on="series")
+def _place(
+    results: Mapping[str, Matrix], table: _SeriesTable, grid: _Grid
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per field, the grid of its readings (max over series); and per cell the best source."""
+    cells_total = len(table.units) * grid.size
+    empty = np.iinfo(np.int64).max
+    best = np.full(cells_total, empty, dtype=np.int64)
+    readings: dict[str, np.ndarray] = {}
+    offset = 0
+    for name, matrix in results.items():
+        cells, series, values = (
+            _cells(matrix, offset, table, grid),
+            matrix.series_of_points,
+            matrix.values,
+        )
+        read = cells >= 0
+        if not read.all():
+            cells, series, values = cells[read], series[read], values[read]
+        score = table.score[offset : offset + len(matrix.labels)][series]
+        values = _bounded(name, values)
+        readings[name] = scatter_max(cells_total, cells, values)
+        best = np.minimum(best, scatter_min(cells_total, cells, score, empty))
+        offset += len(matrix.labels)
+    return readings, best
 
 
-def _drop_shadowed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Drop whole-GPU rows of MIG-partitioned GPUs and device rows of GPUs with per-pod vGPUs."""
-    mig = set(frame.loc[frame["mig_gi_id"] >= 0, "uuid"])
-    vgpu = set(frame.loc[frame["has_vgpu"], "uuid"])
-    shadowed = (frame["uuid"].isin(mig) & (frame["mig_gi_id"] < 0)) | (
-        frame["uuid"].isin(vgpu) & ~frame["has_vgpu"]
-    )
-    return frame.loc[~shadowed]
-
-
-def _attribution(long: pd.DataFrame) -> pd.DataFrame:
-    """Per unit and ts, the identity of the most authoritative series (util first)."""
-    rank = {name: i for i, name in enumerate(ATTRIBUTION_ORDER)}
-    ordered = long.assign(
-        _rank=long["field"].map(rank).fillna(len(rank)),
-        _has_pod=long["pod"].isna(),
-    ).sort_values(["_rank", "_has_pod", "series"], kind="stable")
-    keep = [*UNIT_KEY, "ts", "node", "model_name", "mig_profile", "gpu_index", "device",
-            "namespace", "pod", "container", "label_style"]  # fmt: skip
-    return ordered.drop_duplicates([*UNIT_KEY, "ts"])[keep]
-
-
-def _values(long: pd.DataFrame) -> pd.DataFrame:
-    wide = long.pivot_table(
-        index=[*UNIT_KEY, "ts"], columns="field", values="value", aggfunc="max", dropna=False
-    )
-    for item in FIELDS:
-        if item.field not in wide.columns:
-            wide[item.field] = np.nan
-    return wide
-
-
-def _derive(frame: pd.DataFrame) -> pd.DataFrame:
-    prof, dev = frame["util_prof"], frame["util_dev_pct"] / 100.0
-    frame["util_ratio"] = prof.where(prof.notna(), dev).clip(0.0, 1.0)
-    signal = pd.Series(None, index=frame.index, dtype=object)
-    signal[dev.notna()] = SIGNAL_DEV
-    signal[prof.notna()] = SIGNAL_PROF
-    frame["util_signal"] = signal
-    reserved = frame["fb_reserved_mib"].fillna(0.0)
+def _rows(
+    readings: Mapping[str, np.ndarray], best: np.ndarray, table: _SeriesTable, grid: _Grid
+) -> PageSamples:
+    nan = np.full(len(best), np.nan)
+    grids = {f.field: readings.get(f.field, nan) for f in FIELDS}
+    has_reading = np.zeros(len(best), dtype=bool)
+    for column in grids.values():
+        has_reading |= ~np.isnan(column)
+    cells = np.flatnonzero(has_reading)
+    at = {name: column[cells] for name, column in grids.items()}
+    prof, dev = at["util_prof"], at["util_dev_pct"] / 100.0
+    signal = np.where(~np.isnan(prof), 1, np.where(~np.isnan(dev), 2, 0)).astype(np.int8)
     # used + free + reserved of one and the same reading (the last of the step)
-    frame["fb_total_mib"] = frame["fb_used_last_mib"] + frame["fb_free_mib"] + reserved
-    return frame
+    total = at["fb_used_last_mib"] + at["fb_free_mib"] + np.nan_to_num(at["fb_reserved_mib"])
+    unit = cells // grid.size
+    present, unit = np.unique(unit, return_inverse=True)
+    units = pd.DataFrame([table.units[u] for u in present.tolist()], columns=UNIT_KEY)
+    return PageSamples(
+        units=units.astype({"mig_gi_id": np.int64, "slot": np.int64}),
+        series=table.identities,
+        unit=unit.astype(np.int64),
+        ts=grid.t0 + (cells % grid.size) * grid.step_s,
+        source=best[cells] % max(len(table.score), 1),
+        util_signal=signal,
+        values={
+            "util_ratio": np.clip(np.where(signal == 1, prof, dev), 0.0, 1.0),
+            "fb_used_mib": at["fb_used_mib"],
+            "fb_total_mib": total,
+            "power_w": at["power_w"],
+            "temp_c": at["temp_c"],
+            "xid": at["xid"],
+        },
+    )
 
 
-def samples_from_results(
-    results: Mapping[str, Sequence[Mapping[str, Any]]],
-    variants: LabelVariants,
-    step_s: int,
-) -> pd.DataFrame:
-    """One row per GPU unit and grid instant, with the columns of :data:`OUTPUT_COLUMNS`.
+def page_samples(results: Results, variants: LabelVariants, step_s: int) -> PageSamples:
+    """One row per GPU unit and grid instant with a reading of any field.
 
     ``util_ratio`` is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where the unit exports it, else
     ``DCGM_FI_DEV_GPU_UTIL / 100``; ``util_signal`` says which. A unit/instant with no reading of
-    any field does not appear (no data).
+    any field does not appear (no data). Several series of one unit at one instant: each field
+    keeps its largest reading, and the attribution (pod, node, ...) comes from the most
+    authoritative series (utilization first, then one naming a pod, then the first).
     """
-    choice = pod_label_choice(results, variants)
-    parts: list[pd.DataFrame] = []
-    offset = 0
-    for name, series_list in results.items():
-        frame, identities = _field_frame(name, series_list, variants, choice, step_s)
-        if identities:
-            long = _units(frame.rename(columns={name: "value"}), identities, offset)
-            parts.append(long.assign(field=name))
-            offset += len(identities)
-    if not parts:
-        return pd.DataFrame(columns=OUTPUT_COLUMNS)
-    long = _drop_shadowed(pd.concat(parts, ignore_index=True))
-    wide = _values(long).join(_attribution(long).set_index([*UNIT_KEY, "ts"]))
-    wide = _derive(wide.reset_index())
-    has_reading = wide[[f.field for f in FIELDS]].notna().any(axis=1)
-    return wide.loc[has_reading, OUTPUT_COLUMNS].reset_index(drop=True)
+    matrices = {
+        name: value if isinstance(value, Matrix) else promjson.from_series(value)
+        for name, value in results.items()
+    }
+    table = _series_table(matrices, variants)
+    if not table.units:
+        return empty_page(table.identities)
+    grid = _grid(matrices, step_s)
+    readings, best = _place(matrices, table, grid)
+    return _rows(readings, best, table, grid)
+
+
+def samples_from_results(results: Results, variants: LabelVariants, step_s: int) -> pd.DataFrame:
+    """:func:`page_samples` as one DataFrame with the columns of :data:`OUTPUT_COLUMNS`."""
+    return page_samples(results, variants, step_s).to_frame()

@@ -1,49 +1,87 @@
-"""The Prometheus source: runs the catalogue's queries for one page, with retries (I/O only)."""
+"""The Prometheus source: runs the catalogue's queries for one page, with retries (I/O only).
+
+Plain HTTP API calls on one ``requests`` session; answers are asked for uncompressed (compressing
+a page of a large fleet costs Prometheus more time than sending it) and decoded straight into
+arrays by :mod:`gpuwatch.collectors.promjson`.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import orjson
 import requests
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from prometheus_api_client.prometheus_connect import PrometheusConnect
-from urllib3.util.retry import Retry
+from urllib3.exceptions import HTTPError as TransportError
+from urllib3.exceptions import ReadTimeoutError
 
+from gpuwatch.collectors import promjson
+from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 
 log = logging.getLogger(__name__)
 
 #: Points per query_range request stay under Prometheus's 11,000-point limit.
 MAX_POINTS = 10_000
+_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+_DONE: Future[bytes] = Future()
+#: Requests sent ahead of the answer being decoded.
+_AHEAD = 2
 
 
 class PrometheusError(Exception):
     """Prometheus could not answer, after retries; one line for the user."""
 
 
+class _StatusError(Exception):
+    """A non-200 answer: its status and Prometheus's error text."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP status {status}" + (f": {text}" if text else ""))
+        self.status = status
+
+
+_FAILURES = (requests.exceptions.RequestException, TransportError, _StatusError, MatrixError)
+
+
 def _transient(exc: Exception) -> bool:
-    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return True
-    if isinstance(exc, PrometheusApiClientException):
-        text = str(exc)
-        return any(f"HTTP Status Code {code}" in text for code in (429, 500, 502, 503, 504))
-    return False
+    if isinstance(exc, _StatusError):
+        return exc.status in _TRANSIENT_STATUS
+    return isinstance(
+        exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | TransportError
+    )
 
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, requests.exceptions.ConnectionError):
-        reason = str(exc)
-        if "Connection refused" in reason:
-            return "connection refused"
-        return "cannot connect"
-    if isinstance(exc, requests.exceptions.Timeout):
+        return "connection refused" if "Connection refused" in str(exc) else "cannot connect"
+    if isinstance(exc, requests.exceptions.Timeout | ReadTimeoutError):
         return "timed out"
-    text = str(exc)
-    return text.split(" (b'", maxsplit=1)[0][:200]
+    if isinstance(exc, TransportError):
+        return "connection broken while reading the answer"
+    return str(exc)[:200]
+
+
+def _chunks(query: str, first_ts: int, last_ts: int, step_s: int) -> list[dict[str, str]]:
+    """``query_range`` parameters covering ``first_ts..last_ts``, ``MAX_POINTS`` at a time."""
+    out = []
+    start = first_ts
+    while start <= last_ts:
+        end = min(last_ts, start + (MAX_POINTS - 1) * step_s)
+        out.append({"query": query, "start": str(start), "end": str(end), "step": f"{step_s}s"})
+        start = end + step_s
+    return out
+
+
+def _error_text(body: bytes) -> str:
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200].decode(errors="replace").strip()
+    return str(answer.get("error", "")) if isinstance(answer, dict) else ""
 
 
 class PrometheusSource:
@@ -63,21 +101,19 @@ class PrometheusSource:
         self.catalogue = catalogue
         self.retries = retries
         self.backoff_s = backoff_s
+        self.timeout_s = max(1.0, float(timeout_s))
         self._sleep = sleep
-        # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
-        self._client = PrometheusConnect(
-            url=url,
-            headers=dict(headers or {}),
-            timeout=int(max(1, timeout_s)),
-            retry=Retry(total=0, raise_on_status=False),
-        )
+        # The session's adapter does no retries of its own: ours, in _call, are explicit,
+        # logged and bounded.
+        self._session = requests.Session()
+        self._session.headers.update({**dict(headers or {}), "Accept-Encoding": "identity"})
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
             try:
                 return call()
-            except (requests.exceptions.RequestException, PrometheusApiClientException) as exc:
+            except _FAILURES as exc:
                 if not _transient(exc) or attempt == attempts:
                     raise PrometheusError(
                         f"Prometheus at {self.url} failed {what} after {attempt} "
@@ -88,30 +124,57 @@ class PrometheusSource:
                 self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, list[Any]]:
-        """Every field's series on the grid instants ``start_ts <= t < end_ts``."""
+    def _get(self, path: str, params: Mapping[str, str]) -> bytes:
+        """The body of a 200 answer to ``GET path``; raises on any other status."""
+        url = f"{self.url.rstrip('/')}/api/v1/{path}"
+        with self._session.get(url, params=params, timeout=self.timeout_s, stream=True) as resp:
+            body: bytes = resp.raw.read(decode_content=True)
+            if resp.status_code != 200:
+                raise _StatusError(resp.status_code, _error_text(body))
+            return body
+
+    def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, Matrix]:
+        """Every field's series on the grid instants ``start_ts <= t < end_ts``.
+
+        The requests run one after the other in a thread of their own while the answers that
+        came in are decoded here: Prometheus computes the next answer meanwhile.
+        """
         last = end_ts - step_s
         if last < start_ts:
             return {}
-        results: dict[str, list[Any]] = {}
-        for field, query in self.catalogue.queries(step_s).items():
-            results[field] = []
-            chunk_start = start_ts
-            while chunk_start <= last:
-                chunk_end = min(last, chunk_start + (MAX_POINTS - 1) * step_s)
-                results[field].extend(self._range(query, chunk_start, chunk_end, step_s))
-                chunk_start = chunk_end + step_s
-        return results
+        wanted = [
+            (field, chunk)
+            for field, query in self.catalogue.queries(step_s).items()
+            for chunk in _chunks(query, start_ts, last, step_s)
+        ]
+        parts: dict[str, list[Matrix]] = {field: [] for field, _ in wanted}
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
+            # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
+            bodies: list[Future[bytes]] = []
+            try:
+                for index, (field, _) in enumerate(wanted):
+                    while len(bodies) < min(len(wanted), index + _AHEAD):
+                        bodies.append(pool.submit(self._range_body, wanted[len(bodies)][1]))
+                    body = bodies[index].result()
+                    bodies[index] = _DONE  # the answer is not kept once decoded
+                    parts[field].append(self._decode(body))
+            finally:
+                for pending in bodies:
+                    pending.cancel()
+        return {field: promjson.concat(matrices) for field, matrices in parts.items()}
 
-    def _range(self, query: str, start_ts: int, end_ts: int, step_s: int) -> list[Any]:
-        start = datetime.fromtimestamp(start_ts, tz=UTC)
-        end = datetime.fromtimestamp(end_ts, tz=UTC)
-        result: list[Any] = self._call(
-            "a range query",
-            lambda: self._client.custom_query_range(query, start, end, f"{step_s}s"),
-        )
-        return result
+    def _range_body(self, params: Mapping[str, str]) -> bytes:
+        body: bytes = self._call("a range query", lambda: self._get("query_range", params))
+        return body
+
+    def _decode(self, body: bytes) -> Matrix:
+        try:
+            return promjson.decode(body)
+        except MatrixError as exc:
+            raise PrometheusError(
+                f"Prometheus at {self.url} failed a range query: {_describe(exc)}"
+            ) from None
 
     def check(self) -> None:
         """Fail early, with the reason, when Prometheus cannot be reached."""
-        self._call("the readiness query", lambda: self._client.custom_query("vector(1)"))
+        self._call("the readiness query", lambda: self._get("query", {"query": "vector(1)"}))

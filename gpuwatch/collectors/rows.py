@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, select
 
 from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.collectors.page import SIGNALS, PageSamples
 from gpuwatch.domain.pricing import builtin_prices
 from gpuwatch.store.models import UTIL_SIGNALS, Namespace, Node, Pod
-from gpuwatch.store.writer import id_map, table_of, write_pods
+from gpuwatch.store.writer import SampleColumns, id_map, table_of, write_pods
 
 _SIGNAL_CODES = {name: code for code, name in UTIL_SIGNALS.items()}
 
@@ -38,34 +39,37 @@ def pod_rows(snap: KubeSnapshot, node_ids: Mapping[str, int]) -> list[dict[str, 
     return out
 
 
-def resolve_nodes(frame: pd.DataFrame, snap: KubeSnapshot | None) -> pd.DataFrame:
+def resolve_nodes(page: PageSamples, snap: KubeSnapshot | None) -> PageSamples:
     """Map an exporter pod's name (``Hostname`` without ``NODE_NAME``) to its node's name."""
-    nodes = frame["node"].fillna("")
+    nodes = page.series["node"].fillna("")
     if snap is not None:
         known = {node["name"] for node in snap.nodes}
-        mapped = nodes.map(lambda n: n if n in known else snap.pod_nodes.get(n, n))
-        nodes = mapped
-    return frame.assign(node=nodes)
+        nodes = nodes.map(lambda n: n if n in known else snap.pod_nodes.get(n, n))
+    return page.with_nodes(nodes)
 
 
-def dcgm_node_rows(conn: Connection, cluster_id: int, frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Nodes named by DCGM but unknown to the store (no Kubernetes facts): minimal rows."""
+def dcgm_node_rows(conn: Connection, cluster_id: int, pairs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Nodes named by DCGM but unknown to the store (no Kubernetes facts): minimal rows.
+
+    ``pairs`` is :meth:`PageSamples.pairs` of the page.
+    """
     known = {key[0] for key in id_map(conn, Node, cluster_id, ("name",))}
-    fresh = frame[(frame["node"] != "") & ~frame["node"].isin(known)]
+    fresh = pairs[(pairs["node"] != "") & ~pairs["node"].isin(known)]
     out: list[dict[str, Any]] = []
     for name, group in fresh.groupby("node", sort=True):
-        models = group["model_name"].dropna()
+        # The model most samples name (the first in name order among equals).
+        models = group.dropna(subset=["model_name"]).groupby("model_name", sort=True)["rows"].sum()
         out.append(
             {
                 "name": str(name),
-                "gpu_model": str(models.mode().iloc[0]) if not models.empty else None,
+                "gpu_model": str(models.idxmax()) if not models.empty else None,
                 "gpu_count": int(group["uuid"].nunique()),
                 "capacity_type": "on_demand",
                 "mig_capable": bool((group["mig_gi_id"] >= 0).any()),
                 "timeslice_replicas": 1,
                 "labels": {},
-                "first_seen_ts": int(group["ts"].min()),
-                "last_seen_ts": int(group["ts"].max()),
+                "first_seen_ts": int(group["first_ts"].min()),
+                "last_seen_ts": int(group["last_ts"].max()),
             }
         )
     return out
@@ -93,24 +97,35 @@ def _model_memory_mib(model: object) -> float | None:
     return None
 
 
-def gpu_rows(
-    frame: pd.DataFrame, node_ids: Mapping[str, int], conn: Connection, cluster_id: int
-) -> list[dict[str, Any]]:
-    """One row per GPU unit of the page; memory total from DCGM, else the node, else the model."""
-    facts = _node_facts(conn, cluster_id)
-    units = frame.groupby(["uuid", "mig_gi_id", "slot"], sort=True).agg(
+def _unit_facts(page: PageSamples, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per unit: its last node, the last known index, device, model and profile, the largest
+    framebuffer total and the first and last instants (rows in ``units`` order)."""
+    ordered = pairs.sort_values(["unit", "last_ts"], kind="stable")
+    facts = ordered.groupby("unit", sort=True).agg(
         node=("node", "last"),
         gpu_index=("gpu_index", "last"),
         device=("device", "last"),
         model_name=("model_name", "last"),
         mig_profile=("mig_profile", "last"),
-        memory_total_mib=("fb_total_mib", "max"),
-        first_seen_ts=("ts", "min"),
-        last_seen_ts=("ts", "max"),
+        first_seen_ts=("first_ts", "min"),
+        last_seen_ts=("last_ts", "max"),
     )
+    memory = pd.Series(page.values["fb_total_mib"]).groupby(page.unit).max()
+    return page.units.join(facts).assign(memory_total_mib=memory)
+
+
+def gpu_rows(
+    page: PageSamples,
+    pairs: pd.DataFrame,
+    node_ids: Mapping[str, int],
+    conn: Connection,
+    cluster_id: int,
+) -> list[dict[str, Any]]:
+    """One row per GPU unit of the page; memory total from DCGM, else the node, else the model."""
+    facts = _node_facts(conn, cluster_id)
     out: list[dict[str, Any]] = []
-    for key, unit in units.iterrows():
-        uuid, gi, slot = cast(tuple[str, int, int], key)
+    for unit in _unit_facts(page, pairs).to_dict("records"):
+        gi = int(unit["mig_gi_id"])
         node_id = node_ids.get(unit["node"]) if unit["node"] else None
         replicas, node_memory = facts.get(node_id, (1, None)) if node_id else (1, None)
         memory = unit["memory_total_mib"]
@@ -120,16 +135,14 @@ def gpu_rows(
             memory = _model_memory_mib(unit["model_name"]) if gi < 0 else None
         out.append(
             {
-                "uuid": uuid,
-                "mig_gi_id": int(gi),
-                "slot": int(slot),
+                "uuid": unit["uuid"],
+                "mig_gi_id": gi,
+                "slot": int(unit["slot"]),
                 "node_id": node_id,
                 "gpu_index": None if pd.isna(unit["gpu_index"]) else int(unit["gpu_index"]),
-                "device": unit["device"] if isinstance(unit["device"], str) else None,
-                "model_name": unit["model_name"] if isinstance(unit["model_name"], str) else None,
-                "mig_profile": unit["mig_profile"]
-                if isinstance(unit["mig_profile"], str)
-                else None,
+                "device": _text(unit["device"]),
+                "model_name": _text(unit["model_name"]),
+                "mig_profile": _text(unit["mig_profile"]),
                 "timeslice_replicas": replicas,
                 "memory_total_mib": None if memory is None or pd.isna(memory) else float(memory),
                 "first_seen_ts": int(unit["first_seen_ts"]),
@@ -137,6 +150,10 @@ def gpu_rows(
             }
         )
     return out
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _stored_pods(conn: Connection, cluster_id: int) -> dict[tuple[str, str], int]:
@@ -158,22 +175,29 @@ def _namespace_teams(conn: Connection, cluster_id: int) -> dict[str, str]:
 
 
 def pod_ids(
-    conn: Connection, cluster_id: int, frame: pd.DataFrame, snap: KubeSnapshot | None
+    conn: Connection,
+    cluster_id: int,
+    page: PageSamples,
+    pairs: pd.DataFrame,
+    snap: KubeSnapshot | None,
 ) -> dict[tuple[str, str], int]:
     """(namespace, pod) named by the page's samples → pod id; pods never seen in the API get a
-    row of their own (kind ``Pod``); pods the API shows requesting no GPU hold none."""
-    named = frame.loc[frame["pod"].notna(), ["namespace", "pod"]].drop_duplicates()
-    pairs = [(str(ns), str(pod)) for ns, pod in named.itertuples(index=False)]
+    row of their own (kind ``Pod``); pods the API shows requesting no GPU hold none.
+
+    In the order the page's rows first name them (``pairs`` is :meth:`PageSamples.pairs`).
+    """
+    named = pairs.loc[pairs["pod"].notna(), ["namespace", "pod"]].drop_duplicates()
+    pairs_named = [(str(ns), str(pod)) for ns, pod in named.itertuples(index=False)]
     excluded = snap.non_gpu_pods if snap is not None else frozenset()
-    pairs = [pair for pair in pairs if pair not in excluded]
+    found = [pair for pair in pairs_named if pair not in excluded]
     stored = _stored_pods(conn, cluster_id)
-    missing = [pair for pair in pairs if pair not in stored]
+    missing = [pair for pair in found if pair not in stored]
     if missing:
         teams = _namespace_teams(conn, cluster_id)
-        last = int(frame["ts"].max())
+        last = int(page.ts.max())
         write_pods(conn, cluster_id, [_dcgm_only_pod(ns, pod, teams, last) for ns, pod in missing])
         stored = _stored_pods(conn, cluster_id)
-    return {pair: stored[pair] for pair in pairs}
+    return {pair: stored[pair] for pair in found}
 
 
 def _dcgm_only_pod(namespace: str, pod: str, teams: Mapping[str, str], ts: int) -> dict[str, Any]:
@@ -192,36 +216,43 @@ def _dcgm_only_pod(namespace: str, pod: str, teams: Mapping[str, str], ts: int) 
     }
 
 
-def sample_tuples(
-    frame: pd.DataFrame,
+def sample_columns(
+    page: PageSamples,
     gpu_ids: Mapping[tuple[Any, ...], int],
     pod_map: Mapping[tuple[str, str], int],
     step_s: int,
     memory_by_gpu: Mapping[int, float | None] | None = None,
-) -> Iterator[tuple[Any, ...]]:
-    """Rows in :data:`gpuwatch.store.writer.SAMPLE_FIELDS` order."""
-    keys = zip(frame["uuid"], frame["mig_gi_id"], frame["slot"], strict=True)
-    gpu = np.fromiter((gpu_ids[(u, int(g), int(s))] for u, g, s in keys), dtype=np.int64)
-    pods = [
-        pod_map.get((ns, pod)) if isinstance(pod, str) else None
-        for ns, pod in zip(frame["namespace"], frame["pod"], strict=True)
-    ]
-    total = frame["fb_total_mib"].to_numpy(dtype=float)
-    if memory_by_gpu:
-        fallback = np.array([memory_by_gpu.get(int(g)) or np.nan for g in gpu], dtype=float)
-        total = np.where(np.isnan(total), fallback, total)
-    signal = frame["util_signal"].map(_SIGNAL_CODES)
-    columns = (
-        gpu.tolist(),
-        frame["ts"].astype(int).tolist(),
-        [step_s] * len(frame),
-        pods,
-        frame["util_ratio"].tolist(),
-        [None if pd.isna(v) else int(v) for v in signal],
-        frame["fb_used_mib"].tolist(),
-        total.tolist(),
-        frame["power_w"].tolist(),
-        frame["temp_c"].tolist(),
-        [None if pd.isna(v) else int(v) for v in frame["xid"]],
+) -> SampleColumns:
+    """The page's rows as the columns of :data:`gpuwatch.store.writer.SAMPLE_FIELDS`."""
+    unit_gpu = np.array(
+        [gpu_ids[(u, int(g), int(s))] for u, g, s in page.units.itertuples(index=False)],
+        dtype=np.int64,
     )
-    return zip(*columns, strict=True)
+    series = page.series
+    series_pod = np.array(
+        [
+            pod_map.get((ns, pod), np.nan) if isinstance(pod, str) else np.nan
+            for ns, pod in zip(series["namespace"], series["pod"], strict=True)
+        ],
+        dtype=np.float64,
+    )
+    total = page.values["fb_total_mib"]
+    if memory_by_gpu:
+        fallback = np.array([memory_by_gpu.get(int(g)) or np.nan for g in unit_gpu.tolist()])
+        total = np.where(np.isnan(total), fallback[page.unit], total)
+    signal_codes = np.array(
+        [np.nan if name is None else _SIGNAL_CODES[name] for name in SIGNALS], dtype=np.float64
+    )
+    return SampleColumns(
+        gpu_id=unit_gpu[page.unit],
+        ts=page.ts,
+        step_s=np.full(len(page), step_s, dtype=np.int64),
+        pod_id=series_pod[page.source],
+        util_ratio=page.values["util_ratio"],
+        util_signal=signal_codes[page.util_signal],
+        fb_used_mib=page.values["fb_used_mib"],
+        fb_total_mib=total,
+        power_w=page.values["power_w"],
+        temp_c=page.values["temp_c"],
+        xid=np.trunc(page.values["xid"]),
+    )

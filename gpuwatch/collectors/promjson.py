@@ -1,0 +1,181 @@
+"""A range query's JSON answer → arrays, without a Python object per point (pure, no I/O).
+
+``/api/v1/query_range`` answers ``{"status":"success","data":{"resultType":"matrix","result":
+[{"metric":{...},"values":[[1763251200,"0.41"],...]},...]}}``. A page of 2,000 GPUs is millions
+of points; decoding them as JSON lists and strings costs seconds and gigabytes, so the answer is
+read in one pass: each series' labels with ``orjson``, and all the ``values`` arrays at once with
+the C parser of :func:`pandas.read_csv` (correctly rounded, as Python's ``float``). An answer laid
+out otherwise (another server, native histograms) is decoded with ``orjson`` in full instead: the
+result is the same either way.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
+_METRIC = b'{"metric":'
+_VALUES = b',"values":['
+#: ``]`` ends a point's line, ``[`` and ``"`` go: ``[t,"v"],[t,"v"]`` → ``t,v\n,t,v\n``.
+_TO_CSV = bytes.maketrans(b"]", b"\n")
+_CSV_OPTIONS: dict[str, Any] = (
+    {} if tuple(int(p) for p in pd.__version__.split(".")[:2]) >= (3, 1) else
+    {"float_precision": "round_trip"}
+)  # fmt: skip
+
+
+class MatrixError(ValueError):
+    """The answer is not a successful matrix."""
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Series of one range query: labels per series, and per point its instant and value.
+
+    The points of series ``i`` are ``ts[o:o + counts[i]]`` with ``o = counts[:i].sum()``.
+    """
+
+    labels: list[dict[str, str]]
+    counts: np.ndarray
+    ts: np.ndarray
+    values: np.ndarray
+
+    @property
+    def series_of_points(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.labels), dtype=np.int64), self.counts)
+
+
+def empty_matrix() -> Matrix:
+    none = np.zeros(0, dtype=np.float64)
+    return Matrix([], np.zeros(0, dtype=np.int64), none, none)
+
+
+def concat(parts: Sequence[Matrix]) -> Matrix:
+    """One matrix of several (the chunks of one long query, in order)."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return empty_matrix()
+    return Matrix(
+        [labels for part in parts for labels in part.labels],
+        np.concatenate([part.counts for part in parts]),
+        np.concatenate([part.ts for part in parts]),
+        np.concatenate([part.values for part in parts]),
+    )
+
+
+def from_series(series_list: Sequence[Mapping[str, Any]]) -> Matrix:
+    """A matrix of already decoded series (``{"metric": ..., "values": [[t, "v"], ...]}``)."""
+    labels: list[dict[str, str]] = []
+    counts: list[int] = []
+    chunks: list[np.ndarray] = []
+    for series in series_list:
+        values = np.asarray(series.get("values") or [], dtype=np.float64).reshape(-1, 2)
+        labels.append(dict(series["metric"]))
+        counts.append(len(values))
+        chunks.append(values)
+    stacked = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.float64)
+    return Matrix(labels, np.asarray(counts, dtype=np.int64), stacked[:, 0], stacked[:, 1])
+
+
+def decode(body: bytes) -> Matrix:
+    """The matrix of a ``query_range`` answer; raises :class:`MatrixError` for anything else."""
+    fast = _scan(body)
+    if fast is not None:
+        labels, spans = fast
+        parsed = _parse_points(body, spans)
+        if parsed is not None:
+            return Matrix(labels, *parsed)
+    return _decode_slow(body)
+
+
+def _decode_slow(body: bytes) -> Matrix:
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MatrixError(f"not JSON: {body[:120]!r}") from None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if answer.get("status") != "success" or not isinstance(data, dict):
+        raise MatrixError(str(answer.get("error") or "unsuccessful answer")[:200])
+    if data.get("resultType") != "matrix":
+        raise MatrixError(f"expected a matrix, got {data.get('resultType')!r}")
+    return from_series(data.get("result") or [])
+
+
+def _scan(body: bytes) -> tuple[list[dict[str, str]], list[tuple[int, int]]] | None:
+    """Labels and the byte span of each series' points, for Prometheus's own layout; else None.
+
+    A label value cannot hold ``,"values":[`` (its quotes are escaped) and points hold no ``]]``,
+    so plain searches find every boundary; anything unexpected gives up (None).
+    """
+    if not body.startswith(_HEAD):
+        return None
+    pos = len(_HEAD)
+    labels: list[dict[str, str]] = []
+    spans: list[tuple[int, int]] = []
+    if body.startswith(b"]", pos):
+        return labels, spans
+    while True:
+        found = _series_at(body, pos)
+        if found is None:
+            return None
+        labels.append(found[0])
+        spans.append(found[1])
+        pos = found[1][1] + 2  # past the series' closing "]}"
+        if body.startswith(b"]", pos):
+            return labels, spans
+        if not body.startswith(b",", pos):
+            return None
+        pos += 1
+
+
+def _series_at(body: bytes, pos: int) -> tuple[dict[str, str], tuple[int, int]] | None:
+    """``{"metric":{...},"values":[...]}`` at ``pos``: its labels and points' span."""
+    cut = body.find(_VALUES, pos)
+    if not body.startswith(_METRIC, pos) or cut < 0 or not body.startswith(b"[", cut + 11):
+        return None
+    try:
+        metric = orjson.loads(body[pos + len(_METRIC) : cut])
+    except orjson.JSONDecodeError:
+        return None
+    end = body.find(b"]]", cut)
+    if not isinstance(metric, dict) or end < 0 or not body.startswith(b"}", end + 2):
+        return None
+    return metric, (cut + len(_VALUES), end + 1)
+
+
+def _parse_points(
+    body: bytes, spans: list[tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(counts, ts, values) of the points in ``spans``; None when they do not parse as numbers."""
+    counts = np.fromiter(
+        (body.count(b"[", start, end) for start, end in spans), dtype=np.int64, count=len(spans)
+    )
+    if not spans:
+        return counts, np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
+    # One leading comma: every line then reads ``,t,v`` like those after a point separator.
+    text = b",".join([b"", *(body[start:end] for start, end in spans)])
+    text = text.translate(_TO_CSV, b'["')
+    try:
+        frame = pd.read_csv(
+            io.BytesIO(text),
+            header=None,
+            names=["_", "ts", "value"],
+            usecols=["ts", "value"],
+            dtype=np.float64,
+            engine="c",
+            na_filter=True,
+            **_CSV_OPTIONS,
+        )
+    except (ValueError, pd.errors.ParserError):
+        return None
+    if len(frame) != int(counts.sum()):
+        return None
+    return counts, frame["ts"].to_numpy(), frame["value"].to_numpy()

@@ -1,0 +1,103 @@
+"""A page of DCGM series → one row per GPU unit and instant: duplicates, shadowing, attribution."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from gpuwatch.collectors.dcgm import page_samples, samples_from_results
+from gpuwatch.collectors.promjson import from_series
+from gpuwatch.domain.labels import LabelVariants
+
+T0 = 1_763_251_200
+
+
+def _series(uuid: str, points: dict[int, str], **labels: str) -> dict[str, Any]:
+    metric = {"UUID": uuid, "Hostname": "node-a", "modelName": "NVIDIA L40S", **labels}
+    return {"metric": metric, "values": [[T0 + t, v] for t, v in points.items()]}
+
+
+def _results() -> dict[str, list[dict[str, Any]]]:
+    return {
+        "util_prof": [
+            # one unit, its pod changing within a step: two series at the same instant
+            _series("GPU-a", {0: "0.2", 60: "0.3"}, pod="p1", namespace="ml"),
+            _series("GPU-a", {60: "0.7", 120: "0.4"}, pod="p2", namespace="ml"),
+            # utilization without a pod outranks memory with one
+            _series("GPU-b", {0: "0.5"}),
+            # a blank sentinel: missing, and the device utilization takes over
+            _series("GPU-c", {0: "9.2e18"}, pod="p3", namespace="ml"),
+            # MIG: the whole-GPU series is ignored, instances are units
+            _series("GPU-m", {0: "0.9"}),
+            _series("GPU-m", {0: "0.1"}, GPU_I_ID="1", GPU_I_PROFILE="1g.10gb"),
+        ],
+        "util_dev_pct": [_series("GPU-c", {0: "40"})],
+        "fb_used_mib": [_series("GPU-b", {0: "100"}, pod="p4", namespace="ml")],
+        "fb_used_last_mib": [_series("GPU-a", {0: "90"}), _series("GPU-d", {0: "9.2e18"})],
+        "fb_free_mib": [_series("GPU-a", {0: "910"})],
+        "fb_reserved_mib": [],
+        "power_w": [_series("GPU-e", {0: "70"}, pod="p5", namespace="web")],
+        "temp_c": [],
+        "xid": [],
+    }
+
+
+def _frame() -> pd.DataFrame:
+    frame = samples_from_results(_results(), LabelVariants(), 60)
+    return frame.set_index(["uuid", "mig_gi_id", "ts"])
+
+
+def test_one_row_per_unit_and_instant_with_a_reading() -> None:
+    frame = _frame()
+    assert sorted(frame.index) == [
+        ("GPU-a", -1, T0), ("GPU-a", -1, T0 + 60), ("GPU-a", -1, T0 + 120),
+        ("GPU-b", -1, T0), ("GPU-c", -1, T0), ("GPU-e", -1, T0), ("GPU-m", 1, T0),
+    ]  # fmt: skip
+    # GPU-d has only a blank reading: no row, not a zero
+
+
+def test_several_series_at_one_instant_keep_the_largest_reading_and_the_first_series() -> None:
+    row = _frame().loc[("GPU-a", -1, T0 + 60)]
+    assert row["util_ratio"] == 0.7
+    assert row["pod"] == "p1", "equally authoritative series: the first one attributes"
+    assert _frame().loc[("GPU-a", -1, T0 + 120)]["pod"] == "p2"
+
+
+def test_attribution_prefers_utilization_then_a_pod() -> None:
+    frame = _frame()
+    assert isinstance(frame.loc[("GPU-b", -1, T0)]["pod"], float), "no pod on the util series"
+    assert frame.loc[("GPU-b", -1, T0)]["fb_used_mib"] == 100.0
+    assert frame.loc[("GPU-e", -1, T0)]["pod"] == "p5", "any series attributes without util"
+    assert frame.loc[("GPU-c", -1, T0)]["pod"] == "p3"
+
+
+def test_signal_sentinels_and_memory_total() -> None:
+    frame = _frame()
+    c = frame.loc[("GPU-c", -1, T0)]
+    assert (c["util_ratio"], c["util_signal"]) == (0.4, "dev_gpu_util")
+    a = frame.loc[("GPU-a", -1, T0)]
+    assert (a["util_ratio"], a["util_signal"]) == (0.2, "prof_gr_engine_active")
+    assert a["fb_total_mib"] == 1000.0, "used + free, reserved missing counts 0"
+    assert math.isnan(frame.loc[("GPU-a", -1, T0 + 60)]["fb_total_mib"])
+
+
+def test_mig_instances_shadow_the_whole_gpu() -> None:
+    frame = _frame()
+    assert ("GPU-m", -1, T0) not in frame.index
+    assert frame.loc[("GPU-m", 1, T0)]["util_ratio"] == 0.1
+    assert frame.loc[("GPU-m", 1, T0)]["mig_profile"] == "1g.10gb"
+
+
+def test_arrays_and_json_give_the_same_page_and_a_window_keeps_its_units() -> None:
+    results = _results()
+    matrices = {name: from_series(series) for name, series in results.items()}
+    page = page_samples(matrices, LabelVariants(), 60)
+    pd.testing.assert_frame_equal(
+        page.to_frame(), samples_from_results(results, LabelVariants(), 60)
+    )
+    later = page.between(T0 + 60, T0 + 180)
+    assert later.units["uuid"].tolist() == ["GPU-a"]
+    assert later.to_frame()["ts"].tolist() == [T0 + 60, T0 + 120]
+    assert later["ts"].tolist() == [T0 + 60, T0 + 120]
