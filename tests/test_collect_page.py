@@ -80,7 +80,33 @@ def test_signal_sentinels_and_memory_total() -> None:
     a = frame.loc[("GPU-a", -1, T0)]
     assert (a["util_ratio"], a["util_signal"]) == (0.2, "prof_gr_engine_active")
     assert a["fb_total_mib"] == 1000.0, "used + free, reserved missing counts 0"
-    assert math.isnan(frame.loc[("GPU-a", -1, T0 + 60)]["fb_total_mib"])
+    assert frame.loc[("GPU-a", -1, T0 + 60)]["fb_total_mib"] == 1000.0, "the nearest reading"
+    assert math.isnan(frame.loc[("GPU-b", -1, T0)]["fb_total_mib"]), "never read: missing"
+
+
+def test_capacity_fields_on_their_own_grid_fill_each_row_by_the_window_that_holds_it() -> None:
+    minutes = {t: "0.5" for t in range(0, 3600, 60)}
+    results = {
+        "util_prof": [_series("GPU-a", minutes), _series("GPU-b", minutes)],
+        # capacity instants T0, T0+900, ... each the last reading in (T - 900, T]
+        "fb_used_last_mib": [
+            _series("GPU-a", {0: "10", 900: "20", 2700: "30"}),
+            _series("GPU-b", {1800: "5"}),
+        ],
+        "fb_free_mib": [
+            _series("GPU-a", {0: "990", 900: "980", 2700: "1070"}),
+            _series("GPU-b", {1800: "95"}),
+        ],
+        "fb_reserved_mib": [_series("GPU-a", {0: "24", 900: "24", 2700: "24"})],
+    }
+    frame = samples_from_results(results, LabelVariants(), 60, capacity_step_s=900)
+    total = frame.set_index(["uuid", "ts"])["fb_total_mib"]
+    assert len(frame) == 120, "capacity readings add no rows"
+    assert total[("GPU-a", T0)] == 1024.0
+    assert total[("GPU-a", T0 + 60)] == total[("GPU-a", T0 + 900)] == 1024.0
+    assert total[("GPU-a", T0 + 960)] == 1024.0, "no reading at T0+1800: the one before"
+    assert total[("GPU-a", T0 + 1860)] == total[("GPU-a", T0 + 3540)] == 1124.0
+    assert set(total.loc["GPU-b"]) == {100.0}, "one reading fills the unit's whole page"
 
 
 def test_mig_instances_shadow_the_whole_gpu() -> None:

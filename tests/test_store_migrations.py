@@ -71,7 +71,45 @@ def test_samples_primary_key_rejects_a_duplicate_sample(migrated_engine: Engine)
 
 def test_foreign_keys_are_enforced(migrated_engine: Engine) -> None:
     with pytest.raises(sa.exc.IntegrityError), migrated_engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO gpu_samples (gpu_id, ts, step_s) VALUES (999, 0, 60)"))
+        conn.execute(sa.text("INSERT INTO gpus (cluster_id, uuid, mig_gi_id, slot, "
+                             "timeslice_replicas, first_seen_ts, last_seen_ts) "
+                             "VALUES (999, 'GPU-1', -1, 0, 1, 0, 0)"))  # fmt: skip
+
+
+def test_raw_samples_carry_no_foreign_keys(migrated_engine: Engine) -> None:
+    inspector = sa.inspect(migrated_engine)
+    assert inspector.get_foreign_keys("gpu_samples") == []
+    assert inspector.get_pk_constraint("gpu_samples")["constrained_columns"] == ["ts", "gpu_id"]
+    assert {fk["referred_table"] for fk in inspector.get_foreign_keys("gpu_samples_hourly")} == {
+        "gpus"
+    }
+
+
+def test_dropping_the_sample_foreign_keys_keeps_every_sample(migrated_engine: Engine) -> None:
+    command.downgrade(alembic_config(migrated_engine), "0002")
+    with migrated_engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
+                " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO gpu_samples (gpu_id, ts, step_s, util_ratio, xid) "
+                "VALUES (1, 60, 60, 0.25, NULL), (1, 120, 60, NULL, 43)"
+            )
+        )
+    assert sa.inspect(migrated_engine).get_foreign_keys("gpu_samples") != []
+    upgrade(migrated_engine)
+    with migrated_engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT gpu_id, ts, step_s, util_ratio, xid FROM gpu_samples ORDER BY ts")
+        ).all()
+    assert [tuple(r) for r in rows] == [(1, 60, 60, 0.25, None), (1, 120, 60, None, 43)]
+    assert sa.inspect(migrated_engine).get_foreign_keys("gpu_samples") == []
+    assert current_revision(migrated_engine) == head_revision()
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ from gpuwatch.report.inputs import choose_resolution, load_inputs
 from gpuwatch.simulate.fleet import build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
 from gpuwatch.simulate.load import load_simulated
-from gpuwatch.store import repository, rollup
+from gpuwatch.store import repository, rollup, writer
 from gpuwatch.store.engine import make_engine, upgrade
+from gpuwatch.store.models import SAMPLE_FIELDS
 
 END_TS = int(datetime(2026, 11, 16, tzinfo=UTC).timestamp())
 START_TS = END_TS - 2 * 86400  # raw retention in the tests: the last day
@@ -222,3 +223,42 @@ def test_the_data_marker_keeps_the_hours_of_compacted_samples(engine: Engine) ->
     assert not repository.has_samples(engine, START_TS, END_TS)
     assert marker.first_ts == START_TS
     assert marker.last_ts == END_TS - 1
+
+
+def _stored_samples(engine: Engine) -> writer.SampleColumns:
+    fields = ", ".join(SAMPLE_FIELDS)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f"SELECT {fields} FROM gpu_samples ORDER BY ts, gpu_id"))
+        return writer.SampleColumns.from_rows(rows)
+
+
+def _assert_same_rows(got: list[tuple[object, ...]], want: list[tuple[object, ...]]) -> None:
+    assert len(got) == len(want) > 0
+    for mine, theirs in zip(got, want, strict=True):
+        assert mine[:8] == theirs[:8]  # keys, counts, instants and whole seconds: exact
+        for a, b in zip(mine[8:], theirs[8:], strict=True):
+            assert (a is None) == (b is None)
+            assert a is None or a == pytest.approx(b, rel=1e-12)
+
+
+def test_rolling_up_written_samples_in_memory_gives_the_sql_rows(engine: Engine) -> None:
+    """Hours first written by a page are rolled up from the page itself; other hours from the
+    table: either way the rows are those of the SQL roll-up."""
+    want = _hourly_rows(engine)
+    samples = _stored_samples(engine)
+    hours = sorted(set((samples.ts - samples.ts % 3600).tolist()))
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM gpu_samples_hourly"))
+        fresh = set(hours[::2])  # every other hour in memory, the others in SQL
+        rows = rollup.roll_up_written(conn, samples, fresh)
+    assert rows == len(want)
+    _assert_same_rows(_hourly_rows(engine), want)
+
+
+def test_only_hours_without_raw_samples_are_fresh(engine: Engine) -> None:
+    with engine.connect() as conn:
+        last = conn.execute(sa.text("SELECT max(ts) FROM gpu_samples")).scalar_one()
+        assert rollup.unstored_hours(conn, last - 7200, last + 7200) == {
+            last - last % 3600 + 3600,
+            last - last % 3600 + 7200,
+        }

@@ -22,6 +22,7 @@ from gpuwatch.collectors import rows
 from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
+from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import rollup, writer
 
@@ -32,7 +33,9 @@ Progress = Callable[[int, int, int], None]
 
 
 class SampleSource(Protocol):
-    """Per field, a :class:`~gpuwatch.collectors.promjson.Matrix` or decoded JSON series."""
+    """Per field, a :class:`~gpuwatch.collectors.promjson.Matrix` or decoded JSON series; the
+    capacity fields on the grid of :meth:`~gpuwatch.collectors.promql.Catalogue.capacity_step_s`
+    (as :class:`~gpuwatch.collectors.prometheus.PrometheusSource` fetches them)."""
 
     def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> Mapping[str, Any]: ...
 
@@ -111,10 +114,11 @@ def _write_page(
     gpu_ids = writer.write_gpus(conn, cluster_id, units)
     memory = {gpu_ids[(u["uuid"], u["mig_gi_id"], u["slot"])]: u["memory_total_mib"] for u in units}
     pod_map = rows.pod_ids(conn, cluster_id, frame, pairs, snap)
-    written = writer.write_samples(
-        conn, rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory)
-    )
-    rollup.roll_up(conn, int(frame.ts.min()), int(frame.ts.max()) + step_s)
+    samples = writer.unique_samples(rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory))
+    # Hours first written by this page are rolled up from the page itself, in memory.
+    fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
+    written = writer.write_samples(conn, samples)
+    rollup.roll_up_written(conn, samples, fresh)
     return written, len(frame.units), len(pod_map)
 
 
@@ -130,7 +134,9 @@ class _Pages:
     def _load(self, index: int) -> PageSamples:
         start, end = self.pages[index]
         results = self.source.fetch_page(start, end, self.window.step_s)
-        return page_samples(results, self.variants, self.window.step_s).between(start, end)
+        step_s = self.window.step_s
+        coarse_s = Catalogue.capacity_step_s(step_s)
+        return page_samples(results, self.variants, step_s, coarse_s).between(start, end)
 
     def _submit(self, index: int) -> None:
         if index < len(self.pages):

@@ -231,7 +231,7 @@ def _cells(matrix: Matrix, offset: int, table: _SeriesTable, grid: _Grid) -> np.
     """Per point, its cell ``unit * grid.size + instant`` (-1: a series not read)."""
     unit = table.unit[offset : offset + len(matrix.labels)][matrix.series_of_points]
     ts = np.rint(matrix.ts).astype(np.int64)
-    slot = (ts - ts % grid.step_s - grid.t0) // grid.step_s
+    slot = (ts - grid.t0) // grid.step_s  # t0 is on the grid: a point snaps to its instant
     return np.where(unit >= 0, unit * grid.size + slot, -1)
 
 
@@ -240,16 +240,23 @@ def _bounded(name: str, values: np.ndarray) -> np.ndarray:
     return np.where((values >= low) & (values <= high), values, np.nan)
 
 
+def _offsets(results: Mapping[str, Matrix]) -> dict[str, int]:
+    """Per field, the index of its first series in the page's series table."""
+    sizes = [len(matrix.labels) for matrix in results.values()]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist() if sizes else []
+    return dict(zip(results, starts, strict=True))
+
+
 def _place(
-    results: Mapping[str, Matrix], table: _SeriesTable, grid: _Grid
+    results: Mapping[str, Matrix], offsets: Mapping[str, int], table: _SeriesTable, grid: _Grid
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per field, the grid of its readings (max over series); and per cell the best source."""
     cells_total = len(table.units) * grid.size
     empty = np.iinfo(np.int64).max
     best = np.full(cells_total, empty, dtype=np.int64)
     readings: dict[str, np.ndarray] = {}
-    offset = 0
     for name, matrix in results.items():
+        offset = offsets[name]
         cells, series, values = (
             _cells(matrix, offset, table, grid),
             matrix.series_of_points,
@@ -262,15 +269,50 @@ def _place(
         values = _bounded(name, values)
         readings[name] = scatter_max(cells_total, cells, values)
         best = np.minimum(best, scatter_min(cells_total, cells, score, empty))
-        offset += len(matrix.labels)
     return readings, best
 
 
+def _capacity(
+    results: Mapping[str, Matrix], offsets: Mapping[str, int], table: _SeriesTable, step_s: int
+) -> tuple[np.ndarray, int, int]:
+    """The framebuffer total per unit on the capacity grid, gaps filled from the unit's nearest
+    reading: (units × instants array, first instant, step)."""
+    stamps = [m.ts for m in results.values() if len(m.ts)]
+    if not stamps:
+        return np.full((len(table.units), 1), np.nan), 0, step_s
+    low, high = (round(float(f(np.concatenate(stamps)))) for f in (np.min, np.max))
+    grid = _Grid(low, (high - low) // step_s + 1, step_s)
+    readings, _ = _place(results, offsets, table, grid)
+    nan = np.full(len(table.units) * grid.size, np.nan)
+    total = (
+        readings.get("fb_used_last_mib", nan)
+        + readings.get("fb_free_mib", nan)
+        + np.nan_to_num(readings.get("fb_reserved_mib", nan))
+    )
+    filled = pd.DataFrame(total.reshape(len(table.units), grid.size)).ffill(axis=1).bfill(axis=1)
+    return filled.to_numpy(), low, step_s
+
+
+def _capacity_at(
+    capacity: tuple[np.ndarray, int, int], unit: np.ndarray, ts: np.ndarray
+) -> np.ndarray:
+    """Each row's framebuffer total: the capacity instant whose window holds ``ts``."""
+    totals, first, step_s = capacity
+    covering = ts + (first - ts) % step_s
+    index = np.clip((covering - first) // step_s, 0, totals.shape[1] - 1)
+    result: np.ndarray = totals[unit, index]
+    return result
+
+
 def _rows(
-    readings: Mapping[str, np.ndarray], best: np.ndarray, table: _SeriesTable, grid: _Grid
+    readings: Mapping[str, np.ndarray],
+    best: np.ndarray,
+    table: _SeriesTable,
+    grid: _Grid,
+    capacity: tuple[np.ndarray, int, int],
 ) -> PageSamples:
     nan = np.full(len(best), np.nan)
-    grids = {f.field: readings.get(f.field, nan) for f in FIELDS}
+    grids = {f.field: readings.get(f.field, nan) for f in FIELDS if not f.capacity}
     has_reading = np.zeros(len(best), dtype=bool)
     for column in grids.values():
         has_reading |= ~np.isnan(column)
@@ -278,16 +320,16 @@ def _rows(
     at = {name: column[cells] for name, column in grids.items()}
     prof, dev = at["util_prof"], at["util_dev_pct"] / 100.0
     signal = np.where(~np.isnan(prof), 1, np.where(~np.isnan(dev), 2, 0)).astype(np.int8)
-    # used + free + reserved of one and the same reading (the last of the step)
-    total = at["fb_used_last_mib"] + at["fb_free_mib"] + np.nan_to_num(at["fb_reserved_mib"])
     unit = cells // grid.size
+    ts = grid.t0 + (cells % grid.size) * grid.step_s
+    total = _capacity_at(capacity, unit, ts)
     present, unit = np.unique(unit, return_inverse=True)
     units = pd.DataFrame([table.units[u] for u in present.tolist()], columns=UNIT_KEY)
     return PageSamples(
         units=units.astype({"mig_gi_id": np.int64, "slot": np.int64}),
         series=table.identities,
         unit=unit.astype(np.int64),
-        ts=grid.t0 + (cells % grid.size) * grid.step_s,
+        ts=ts,
         source=best[cells] % max(len(table.score), 1),
         util_signal=signal,
         values={
@@ -301,7 +343,9 @@ def _rows(
     )
 
 
-def page_samples(results: Results, variants: LabelVariants, step_s: int) -> PageSamples:
+def page_samples(
+    results: Results, variants: LabelVariants, step_s: int, capacity_step_s: int | None = None
+) -> PageSamples:
     """One row per GPU unit and grid instant with a reading of any field.
 
     ``util_ratio`` is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where the unit exports it, else
@@ -309,6 +353,10 @@ def page_samples(results: Results, variants: LabelVariants, step_s: int) -> Page
     any field does not appear (no data). Several series of one unit at one instant: each field
     keeps its largest reading, and the attribution (pod, node, ...) comes from the most
     authoritative series (utilization first, then one naming a pod, then the first).
+
+    The capacity fields (framebuffer used + free + reserved, the unit's total) are on a grid of
+    their own every ``capacity_step_s`` (``step_s`` when None): a row takes the total of the
+    capacity instant whose window holds it, else the unit's nearest one in the page.
     """
     matrices = {
         name: value if isinstance(value, Matrix) else promjson.from_series(value)
@@ -317,11 +365,20 @@ def page_samples(results: Results, variants: LabelVariants, step_s: int) -> Page
     table = _series_table(matrices, variants)
     if not table.units:
         return empty_page(table.identities)
-    grid = _grid(matrices, step_s)
-    readings, best = _place(matrices, table, grid)
-    return _rows(readings, best, table, grid)
+    offsets = _offsets(matrices)
+    coarse = {f.field for f in FIELDS if f.capacity}
+    fine = {name: m for name, m in matrices.items() if name not in coarse}
+    if not any(len(m.ts) for m in fine.values()):
+        return empty_page(table.identities)
+    grid = _grid(fine, step_s)
+    readings, best = _place(fine, offsets, table, grid)
+    capacity_fields = {name: m for name, m in matrices.items() if name in coarse}
+    capacity = _capacity(capacity_fields, offsets, table, capacity_step_s or step_s)
+    return _rows(readings, best, table, grid, capacity)
 
 
-def samples_from_results(results: Results, variants: LabelVariants, step_s: int) -> pd.DataFrame:
+def samples_from_results(
+    results: Results, variants: LabelVariants, step_s: int, capacity_step_s: int | None = None
+) -> pd.DataFrame:
     """:func:`page_samples` as one DataFrame with the columns of :data:`OUTPUT_COLUMNS`."""
-    return page_samples(results, variants, step_s).to_frame()
+    return page_samples(results, variants, step_s, capacity_step_s).to_frame()

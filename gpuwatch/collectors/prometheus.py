@@ -1,8 +1,10 @@
 """The Prometheus source: runs the catalogue's queries for one page, with retries (I/O only).
 
-Plain HTTP API calls on one ``requests`` session; answers are asked for uncompressed (compressing
-a page of a large fleet costs Prometheus more time than sending it) and decoded straight into
-arrays by :mod:`gpuwatch.collectors.promjson`.
+The connection (URL, headers, no hidden retries) is a ``prometheus_api_client.PrometheusConnect``,
+which runs the readiness check. Range queries go through the same ``requests`` session but read
+the answer's bytes themselves: they are asked for uncompressed (compressing a page of a large
+fleet costs Prometheus more time than sending it) and decoded straight into arrays by
+:mod:`gpuwatch.collectors.promjson`, never into Python lists.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from typing import Any
 
 import orjson
 import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.exceptions import ReadTimeoutError
+from urllib3.util.retry import Retry
 
 from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
@@ -44,12 +49,20 @@ class _StatusError(Exception):
         self.status = status
 
 
-_FAILURES = (requests.exceptions.RequestException, TransportError, _StatusError, MatrixError)
+_FAILURES = (
+    requests.exceptions.RequestException,
+    TransportError,
+    _StatusError,
+    MatrixError,
+    PrometheusApiClientException,
+)
 
 
 def _transient(exc: Exception) -> bool:
     if isinstance(exc, _StatusError):
         return exc.status in _TRANSIENT_STATUS
+    if isinstance(exc, PrometheusApiClientException):
+        return any(f"HTTP Status Code {code}" in str(exc) for code in _TRANSIENT_STATUS)
     return isinstance(
         exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | TransportError
     )
@@ -62,7 +75,7 @@ def _describe(exc: Exception) -> str:
         return "timed out"
     if isinstance(exc, TransportError):
         return "connection broken while reading the answer"
-    return str(exc)[:200]
+    return str(exc).split(" (b'", maxsplit=1)[0][:200]
 
 
 def _chunks(query: str, first_ts: int, last_ts: int, step_s: int) -> list[dict[str, str]]:
@@ -103,10 +116,16 @@ class PrometheusSource:
         self.backoff_s = backoff_s
         self.timeout_s = max(1.0, float(timeout_s))
         self._sleep = sleep
-        # The session's adapter does no retries of its own: ours, in _call, are explicit,
-        # logged and bounded.
+        # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
         self._session = requests.Session()
-        self._session.headers.update({**dict(headers or {}), "Accept-Encoding": "identity"})
+        self._client = PrometheusConnect(
+            url=url,
+            headers=dict(headers or {}),
+            timeout=int(self.timeout_s),
+            retry=Retry(total=0, raise_on_status=False),
+            session=self._session,
+        )
+        self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         attempts = self.retries + 1
@@ -127,14 +146,18 @@ class PrometheusSource:
     def _get(self, path: str, params: Mapping[str, str]) -> bytes:
         """The body of a 200 answer to ``GET path``; raises on any other status."""
         url = f"{self.url.rstrip('/')}/api/v1/{path}"
-        with self._session.get(url, params=params, timeout=self.timeout_s, stream=True) as resp:
+        with self._session.get(
+            url, params=params, headers=self._range_headers, timeout=self.timeout_s, stream=True
+        ) as resp:
             body: bytes = resp.raw.read(decode_content=True)
             if resp.status_code != 200:
                 raise _StatusError(resp.status_code, _error_text(body))
             return body
 
     def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, Matrix]:
-        """Every field's series on the grid instants ``start_ts <= t < end_ts``.
+        """Every field's series on the grid instants ``start_ts <= t < end_ts``; the capacity
+        fields on their own grid ``start_ts, start_ts + C, ...`` up to the first instant at or
+        after the page's last one (``C``: :meth:`Catalogue.capacity_step_s`).
 
         The requests run one after the other in a thread of their own while the answers that
         came in are decoded here: Prometheus computes the next answer meanwhile.
@@ -142,10 +165,16 @@ class PrometheusSource:
         last = end_ts - step_s
         if last < start_ts:
             return {}
+        coarse_s = self.catalogue.capacity_step_s(step_s)
+        coarse_last = start_ts + -(-(last - start_ts) // coarse_s) * coarse_s
         wanted = [
             (field, chunk)
             for field, query in self.catalogue.queries(step_s).items()
             for chunk in _chunks(query, start_ts, last, step_s)
+        ] + [
+            (field, chunk)
+            for field, query in self.catalogue.capacity_queries(step_s).items()
+            for chunk in _chunks(query, start_ts, coarse_last, coarse_s)
         ]
         parts: dict[str, list[Matrix]] = {field: [] for field, _ in wanted}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
@@ -177,4 +206,4 @@ class PrometheusSource:
 
     def check(self) -> None:
         """Fail early, with the reason, when Prometheus cannot be reached."""
-        self._call("the readiness query", lambda: self._get("query", {"query": "vector(1)"}))
+        self._call("the readiness query", lambda: self._client.custom_query("vector(1)"))

@@ -19,6 +19,10 @@ class FieldQuery:
     metric: str
     over_time: str
     unit: str
+    #: Read on the coarser capacity grid (:meth:`Catalogue.capacity_step_s`): the framebuffer
+    #: total of a GPU unit is a constant of its hardware and MIG profile, and reading its three
+    #: parts every step tripled what Prometheus evaluates and sends for one number.
+    capacity: bool = False
 
 
 #: Stored fields, the DCGM metric behind each, how a step's raw samples are reduced, and the unit.
@@ -26,13 +30,15 @@ FIELDS: tuple[FieldQuery, ...] = (
     FieldQuery("util_prof", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", "ratio 0-1"),
     FieldQuery("util_dev_pct", "DCGM_FI_DEV_GPU_UTIL", "avg_over_time", "percent 0-100"),
     FieldQuery("fb_used_mib", "DCGM_FI_DEV_FB_USED", "max_over_time", "MiB"),
-    FieldQuery("fb_used_last_mib", "DCGM_FI_DEV_FB_USED", "last_over_time", "MiB"),
-    FieldQuery("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "last_over_time", "MiB"),
-    FieldQuery("fb_reserved_mib", "DCGM_FI_DEV_FB_RESERVED", "last_over_time", "MiB"),
+    FieldQuery("fb_used_last_mib", "DCGM_FI_DEV_FB_USED", "last_over_time", "MiB", True),
+    FieldQuery("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "last_over_time", "MiB", True),
+    FieldQuery("fb_reserved_mib", "DCGM_FI_DEV_FB_RESERVED", "last_over_time", "MiB", True),
     FieldQuery("power_w", "DCGM_FI_DEV_POWER_USAGE", "avg_over_time", "W"),
     FieldQuery("temp_c", "DCGM_FI_DEV_GPU_TEMP", "max_over_time", "degrees Celsius"),
     FieldQuery("xid", "DCGM_FI_DEV_XID_ERRORS", "max_over_time", "last XID code"),
 )
+#: The capacity grid's step, in seconds, where the collection step is shorter.
+CAPACITY_STEP_S = 900
 
 
 def _quote(value: str) -> str:
@@ -71,5 +77,21 @@ class Catalogue:
         return f"{query.over_time}({self.selector(query.metric)}[{step_s * 1000 - 1}ms])"
 
     def queries(self, step_s: int) -> dict[str, str]:
-        """Field name → PromQL, for one page of collection."""
-        return {q.field: self.window_query(q, step_s) for q in self.fields}
+        """Field name → PromQL of the fields read every ``step_s``, for one page."""
+        return {q.field: self.window_query(q, step_s) for q in self.fields if not q.capacity}
+
+    @staticmethod
+    def capacity_step_s(step_s: int) -> int:
+        """The capacity grid's step: :data:`CAPACITY_STEP_S` rounded up to a whole number of
+        collection steps, and never shorter than one.
+
+        >>> [Catalogue.capacity_step_s(step_s) for step_s in (60, 120, 3600)]
+        [900, 960, 3600]
+        """
+        return max(step_s, -(-CAPACITY_STEP_S // step_s) * step_s)
+
+    def capacity_queries(self, step_s: int) -> dict[str, str]:
+        """Field name → PromQL of the capacity fields, evaluated every :meth:`capacity_step_s`:
+        the value at instant ``T`` is the last reading in ``(T - capacity step, T]``."""
+        coarse = self.capacity_step_s(step_s)
+        return {q.field: self.window_query(q, coarse) for q in self.fields if q.capacity}

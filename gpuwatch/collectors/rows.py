@@ -55,24 +55,34 @@ def dcgm_node_rows(conn: Connection, cluster_id: int, pairs: pd.DataFrame) -> li
     """
     known = {key[0] for key in id_map(conn, Node, cluster_id, ("name",))}
     fresh = pairs[(pairs["node"] != "") & ~pairs["node"].isin(known)]
-    out: list[dict[str, Any]] = []
-    for name, group in fresh.groupby("node", sort=True):
-        # The model most samples name (the first in name order among equals).
-        models = group.dropna(subset=["model_name"]).groupby("model_name", sort=True)["rows"].sum()
-        out.append(
-            {
-                "name": str(name),
-                "gpu_model": str(models.idxmax()) if not models.empty else None,
-                "gpu_count": int(group["uuid"].nunique()),
-                "capacity_type": "on_demand",
-                "mig_capable": bool((group["mig_gi_id"] >= 0).any()),
-                "timeslice_replicas": 1,
-                "labels": {},
-                "first_seen_ts": int(group["first_ts"].min()),
-                "last_seen_ts": int(group["last_ts"].max()),
-            }
-        )
-    return out
+    if fresh.empty:
+        return []
+    nodes = fresh.groupby("node", sort=True).agg(
+        gpu_count=("uuid", "nunique"),
+        mig_gi_max=("mig_gi_id", "max"),
+        first_seen_ts=("first_ts", "min"),
+        last_seen_ts=("last_ts", "max"),
+    )
+    # The model most samples name (the first in name order among equals).
+    models = fresh.dropna(subset=["model_name"]).groupby(["node", "model_name"])["rows"].sum()
+    ranked = models.reset_index().sort_values(
+        ["node", "rows", "model_name"], ascending=[True, False, True]
+    )
+    model = ranked.drop_duplicates("node").set_index("node")["model_name"]
+    return [
+        {
+            "name": str(name),
+            "gpu_model": _text(model.get(name)),
+            "gpu_count": int(row.gpu_count),
+            "capacity_type": "on_demand",
+            "mig_capable": bool(row.mig_gi_max >= 0),
+            "timeslice_replicas": 1,
+            "labels": {},
+            "first_seen_ts": int(row.first_seen_ts),
+            "last_seen_ts": int(row.last_seen_ts),
+        }
+        for name, row in nodes.iterrows()
+    ]
 
 
 def _node_facts(conn: Connection, cluster_id: int) -> dict[int, tuple[int, float | None]]:

@@ -171,9 +171,11 @@ class GpuSample(Base):
 
     # Clustered by time first: reports and pages read time windows across every GPU.
     ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
+    # No foreign keys (migration 0003): the writer stores a page's gpus and pods rows first, in
+    # the same transaction; checking both parents of every sample dominated bulk loads.
+    gpu_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     step_s: Mapped[int] = mapped_column(Integer)
-    pod_id: Mapped[int | None] = mapped_column(ForeignKey("pods.id", ondelete="SET NULL"))
+    pod_id: Mapped[int | None] = mapped_column(Integer)
     util_ratio: Mapped[float | None] = mapped_column(Float)
     util_signal: Mapped[int | None] = mapped_column(SmallInteger)
     fb_used_mib: Mapped[float | None] = mapped_column(Float)

@@ -1,9 +1,12 @@
-"""Bulk upsert of samples on PostgreSQL: binary ``COPY`` into a temporary table, then one
-``INSERT ... SELECT ... ON CONFLICT (gpu_id, ts) DO UPDATE`` (psycopg 3's ``cursor.copy``).
+"""Bulk writes of samples on PostgreSQL with binary ``COPY`` (psycopg 3's ``cursor.copy``).
 
-The COPY rows are fixed-width and built with numpy: the three key columns as ``int8``, every
-other column as ``float8`` with NaN for a missing reading, turned into NULL (and cast to the
-column's type) by the INSERT.
+Where no sample is stored yet in the page's time range (a backfill, or the newest minute of
+``collect --follow``), the rows are copied straight into ``gpu_samples``. Otherwise, and when a
+concurrent writer got there first, they are copied into a temporary table and moved with one
+``INSERT ... SELECT ... ON CONFLICT (gpu_id, ts) DO UPDATE``.
+
+The COPY rows are built with numpy, whole columns at a time: each value in the column's own
+binary type, and a missing reading (NaN) sent as NULL.
 """
 
 from __future__ import annotations
@@ -12,104 +15,119 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection
+from sqlalchemy import BigInteger, Connection, Float, Integer, SmallInteger
 
 from gpuwatch.store.models import SAMPLE_FIELDS, GpuSample
 
+SAMPLES_TABLE = GpuSample.__tablename__
 TEMP_TABLE = "gpuwatch_samples_in"
-_INTEGER_FIELDS = SAMPLE_FIELDS[:3]
-_CASTS = {"pod_id": "integer", "util_signal": "smallint", "xid": "integer"}
-#: Rows per ``COPY`` write (about 13 MB).
+#: Rows per ``COPY`` write (about 10 MB).
 _ROWS_PER_WRITE = 100_000
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = b"\xff\xff"
+
+
+def _wire_type(column_type: Any) -> str:
+    """The big-endian numpy type of a column's binary COPY format."""
+    for sql_type, wire in ((BigInteger, ">i8"), (SmallInteger, ">i2"), (Integer, ">i4")):
+        if isinstance(column_type, sql_type):
+            return wire
+    assert isinstance(column_type, Float), column_type
+    return ">f8"
+
+
+_WIRE = {name: _wire_type(GpuSample.__table__.c[name].type) for name in SAMPLE_FIELDS}
 _ROW = np.dtype(
     [("fields", ">i2")]
-    + [
-        item
-        for name in SAMPLE_FIELDS
-        for item in ((f"{name}_len", ">i4"), (name, ">i8" if name in _INTEGER_FIELDS else ">f8"))
-    ]
+    + [item for name in SAMPLE_FIELDS for item in ((f"{name}_len", ">i4"), (name, _WIRE[name]))]
 )
 
-
-def _create_sql() -> str:
-    columns = ", ".join(
-        f"{name} {'bigint' if name in _INTEGER_FIELDS else 'double precision'}"
-        for name in SAMPLE_FIELDS
-    )
-    return f"CREATE TEMPORARY TABLE IF NOT EXISTS {TEMP_TABLE} ({columns}) ON COMMIT DROP"
+_OFFSETS = {name: int(_ROW.fields[name][1]) for name in SAMPLE_FIELDS} if _ROW.fields else {}
 
 
-def _insert_sql(upsert: bool) -> str:
-    def value(name: str) -> str:
-        if name in _INTEGER_FIELDS:
-            return name
-        plain = f"NULLIF({name}, 'NaN'::double precision)"
-        return f"{plain}::{_CASTS[name]}" if name in _CASTS else plain
+def binary_rows(columns: Sequence[np.ndarray], rows: np.ndarray) -> bytes:
+    """The rows at indices ``rows`` in COPY's binary format (no file header or trailer).
 
-    updates = ", ".join(f"{name} = excluded.{name}" for name in SAMPLE_FIELDS[2:])
-    return (
-        f"INSERT INTO {GpuSample.__tablename__} ({', '.join(SAMPLE_FIELDS)}) "  # noqa: S608
-        f"SELECT {', '.join(value(name) for name in SAMPLE_FIELDS)} FROM {TEMP_TABLE}"
-        + (f" ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}" if upsert else "")
-    )
+    Every row is first laid out at full width; the value bytes of NULL fields are then cut out
+    with one boolean mask over the bytes (a NULL is its length, -1, and nothing else).
+    """
+    out = np.zeros(len(rows), dtype=_ROW)
+    out["fields"] = len(SAMPLE_FIELDS)
+    keep = np.ones((len(rows), _ROW.itemsize), dtype=bool)
+    for name, column in zip(SAMPLE_FIELDS, columns, strict=True):
+        values = column[rows]
+        width = np.dtype(_WIRE[name]).itemsize
+        missing = np.isnan(values) if values.dtype.kind == "f" else None
+        if missing is None or not missing.any():
+            out[f"{name}_len"] = width
+            out[name] = values
+            continue
+        out[f"{name}_len"] = np.where(missing, -1, width)
+        out[name] = np.where(missing, 0, values)
+        offset = _OFFSETS[name]
+        keep[:, offset : offset + width] = ~missing[:, None]
+    raw = out.view(np.uint8).reshape(len(rows), _ROW.itemsize)
+    return bytes(raw[keep]) if not keep.all() else out.tobytes()
+
+
+def _copy(cursor: Any, table: str, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
+    sql = f"COPY {table} ({', '.join(SAMPLE_FIELDS)}) FROM STDIN (FORMAT BINARY)"
+    with cursor.copy(sql) as copy:
+        copy.write(_HEADER)
+        for start in range(0, len(order), _ROWS_PER_WRITE):
+            copy.write(binary_rows(columns, order[start : start + _ROWS_PER_WRITE]))
+        copy.write(_TRAILER)
 
 
 def _any_stored(cursor: Any, first_ts: int, last_ts: int) -> bool:
     """Whether any sample is stored between the two instants (the table's key starts with ts)."""
-    sql = f"SELECT 1 FROM {GpuSample.__tablename__} WHERE ts >= %s AND ts <= %s LIMIT 1"  # noqa: S608
+    sql = f"SELECT 1 FROM {SAMPLES_TABLE} WHERE ts >= %s AND ts <= %s LIMIT 1"  # noqa: S608
     cursor.execute(sql, (first_ts, last_ts))
     return cursor.fetchone() is not None
 
 
-def _insert(cursor: Any, first_ts: int, last_ts: int) -> None:
-    """Move the temporary rows into ``gpu_samples``.
-
-    A plain INSERT where no sample is stored in the time range yet (a backfill: about a third
-    cheaper than ``ON CONFLICT``, whose speculative insertion checks two unique indexes);
-    the upsert otherwise, and also when a concurrent writer got there first.
-    """
+def _copy_direct(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarray) -> bool:
+    """Copy straight into ``gpu_samples``; False (and nothing written) on a stored duplicate."""
     import psycopg  # only ever needed on PostgreSQL
 
-    if _any_stored(cursor, first_ts, last_ts):
-        cursor.execute(_insert_sql(upsert=True))
-        return
     cursor.execute("SAVEPOINT gpuwatch_samples")
     try:
-        cursor.execute(_insert_sql(upsert=False))
+        _copy(cursor, SAMPLES_TABLE, columns, order)
     except psycopg.errors.UniqueViolation:
         cursor.execute("ROLLBACK TO SAVEPOINT gpuwatch_samples")
-        cursor.execute(_insert_sql(upsert=True))
+        copied = False
+    else:
+        copied = True
     cursor.execute("RELEASE SAVEPOINT gpuwatch_samples")
+    return copied
 
 
-def binary_rows(columns: Sequence[np.ndarray], rows: np.ndarray) -> bytes:
-    """The rows at indices ``rows`` in COPY's binary format (no file header or trailer)."""
-    out = np.empty(len(rows), dtype=_ROW)
-    out["fields"] = len(SAMPLE_FIELDS)
-    for name, column in zip(SAMPLE_FIELDS, columns, strict=True):
-        out[f"{name}_len"] = 8
-        out[name] = column[rows]
-    return out.tobytes()
+def _upsert_via_temp(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {TEMP_TABLE} (LIKE {SAMPLES_TABLE}) ON COMMIT DROP"
+    )
+    _copy(cursor, TEMP_TABLE, columns, order)
+    names = ", ".join(SAMPLE_FIELDS)
+    updates = ", ".join(f"{name} = excluded.{name}" for name in SAMPLE_FIELDS[2:])
+    cursor.execute(
+        f"INSERT INTO {SAMPLES_TABLE} ({names}) SELECT {names} FROM {TEMP_TABLE} "  # noqa: S608
+        f"ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}"
+    )
+    cursor.execute(f"TRUNCATE {TEMP_TABLE}")
 
 
 def write_samples(conn: Connection, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
     """Upsert the rows at indices ``order`` (in that order, unique on (gpu_id, ts)) of
     columns given in :data:`SAMPLE_FIELDS` order."""
-    count = len(order)
     driver = conn.connection.driver_connection  # psycopg's own connection, for cursor.copy
     assert driver is not None
     cursor = driver.cursor()
     try:
-        cursor.execute(_create_sql())
-        with cursor.copy(f"COPY {TEMP_TABLE} FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(_HEADER)
-            for start in range(0, count, _ROWS_PER_WRITE):
-                copy.write(binary_rows(columns, order[start : start + _ROWS_PER_WRITE]))
-            copy.write(_TRAILER)
-        ts = columns[SAMPLE_FIELDS.index("ts")]
-        _insert(cursor, int(ts.min()), int(ts.max()))
-        cursor.execute(f"TRUNCATE {TEMP_TABLE}")
+        ts = columns[SAMPLE_FIELDS.index("ts")][order]
+        if not _any_stored(cursor, int(ts.min()), int(ts.max())) and _copy_direct(
+            cursor, columns, order
+        ):
+            return
+        _upsert_via_temp(cursor, columns, order)
     finally:
         cursor.close()

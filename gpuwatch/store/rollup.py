@@ -9,10 +9,13 @@ dollar (:func:`compact`). The SQL is the same on SQLite and PostgreSQL.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.store.models import HOUR_S, NO_POD, GpuSample, GpuSampleHourly, RollupState
+from gpuwatch.store.writer import SampleColumns
 
 #: ``rollup_state`` has one row.
 STATE_ID = 1
@@ -99,6 +102,110 @@ def roll_up(conn: Connection, start_ts: int, end_ts: int) -> int:
     params = {"idle_ratio": idle_util_pct(conn) / 100.0, "start_ts": first, "end_ts": last}
     result = conn.execute(text(_ROLL_UP_SQL), params)
     return max(int(result.rowcount or 0), 0)
+
+
+def unstored_hours(conn: Connection, first_ts: int, last_ts: int) -> set[int]:
+    """The hours from ``first_ts``'s to ``last_ts``'s that hold no raw sample (one indexed
+    probe per hour)."""
+    out = set()
+    for hour in range(hour_floor(int(first_ts)), int(last_ts) + 1, HOUR_S):
+        probe = select(GpuSample.ts).where(GpuSample.ts >= hour, GpuSample.ts < hour + HOUR_S)
+        if conn.execute(probe.limit(1)).first() is None:
+            out.add(hour)
+    return out
+
+
+def _group_starts(*keys: np.ndarray) -> np.ndarray:
+    changed = np.zeros(len(keys[0]), dtype=bool)
+    changed[0] = True
+    for key in keys:
+        changed[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(changed)
+
+
+def hourly_rows(samples: SampleColumns, idle_ratio: float) -> dict[str, np.ndarray]:
+    """The roll-up rows of ``samples`` (unique per GPU and instant), column by column: what
+    :data:`_ROLL_UP_SQL` computes from the same rows, in memory (pure)."""
+    hour = samples.ts - samples.ts % HOUR_S
+    pod = np.where(np.isnan(samples.pod_id), NO_POD, samples.pod_id).astype(np.int64)
+    order = np.lexsort((samples.ts, pod, samples.gpu_id, hour))
+    hour, pod, gpu, ts = hour[order], pod[order], samples.gpu_id[order], samples.ts[order]
+    starts = _group_starts(hour, gpu, pod)
+    step = samples.step_s[order].astype(np.int64)
+    util = samples.util_ratio[order]
+    read = ~np.isnan(util)
+    power = samples.power_w[order]
+
+    def peak(column: np.ndarray) -> np.ndarray:
+        return np.fmax.reduceat(column[order], starts)
+
+    return {
+        "hour_ts": hour[starts],
+        "gpu_id": gpu[starts],
+        "pod_id": pod[starts],
+        "samples": np.diff(np.append(starts, len(ts))),
+        "step_s": np.maximum.reduceat(step, starts),
+        "first_ts": ts[starts],
+        "last_ts": np.maximum.reduceat(ts, starts),
+        "data_s": np.add.reduceat(np.where(read, step, 0), starts),
+        "used_s": np.add.reduceat(np.where(read, np.clip(util, 0.0, 1.0) * step, 0.0), starts),
+        "idle_s": np.add.reduceat(np.where(read & (util < idle_ratio), step, 0), starts),
+        "util_max": np.fmax.reduceat(util, starts),
+        "util_signal": peak(samples.util_signal),
+        "fb_used_max_mib": peak(samples.fb_used_mib),
+        "fb_total_mib": peak(samples.fb_total_mib),
+        "power_w_sum": np.add.reduceat(np.nan_to_num(power), starts),
+        "power_n": np.add.reduceat((~np.isnan(power)).astype(np.int64), starts),
+        "temp_max_c": peak(samples.temp_c),
+        "xid": peak(samples.xid),
+    }
+
+
+_INTEGER_COLUMNS = ("hour_ts", "gpu_id", "pod_id", "samples", "step_s", "first_ts", "last_ts",
+                    "data_s", "idle_s", "power_n")  # fmt: skip
+
+
+def _python_values(name: str, column: np.ndarray) -> list[Any]:
+    """One column as Python values: integers as ints, NaN as None."""
+    if name in _INTEGER_COLUMNS:
+        ints: list[Any] = column.astype(np.int64).tolist()
+        return ints
+    missing = np.isnan(column)
+    whole = name in ("util_signal", "xid")
+    values = (np.where(missing, 0, column).astype(np.int64) if whole else column).tolist()
+    return [None if gone else v for gone, v in zip(missing.tolist(), values, strict=True)]
+
+
+def _records(columns: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Rows to insert (a power sum only where a power reading was)."""
+    power = np.where(columns["power_n"] > 0, columns["power_w_sum"], np.nan)
+    lists = {name: _python_values(name, column) for name, column in columns.items()}
+    lists["power_w_sum"] = _python_values("power_w_sum", power)
+    names = list(lists)
+    return [dict(zip(names, row, strict=True)) for row in zip(*lists.values(), strict=True)]
+
+
+def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[int]) -> int:
+    """Roll up every hour ``samples`` touch, just after writing them; returns rows.
+
+    ``fresh_hours`` held no raw sample before the write (:func:`unstored_hours`): their samples
+    are exactly ``samples``, rolled up in memory. Other hours are rolled up from the table.
+    """
+    if not len(samples):
+        return 0
+    hours = samples.ts - samples.ts % HOUR_S
+    fresh = np.isin(hours, np.fromiter(fresh_hours, dtype=np.int64, count=len(fresh_hours)))
+    rows = 0
+    for hour in sorted(set(np.unique(hours[~fresh]).tolist())):
+        rows += roll_up(conn, hour, hour + HOUR_S)
+    if fresh.any():
+        mine = SampleColumns(*(column[fresh] for column in samples.columns()))
+        in_fresh = GpuSampleHourly.hour_ts.in_(sorted(np.unique(hours[fresh]).tolist()))
+        conn.execute(delete(GpuSampleHourly).where(in_fresh))
+        records = _records(hourly_rows(mine, idle_util_pct(conn) / 100.0))
+        conn.execute(insert(GpuSampleHourly), records)
+        rows += len(records)
+    return rows
 
 
 def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: int = 86400) -> int:

@@ -194,6 +194,12 @@ def _write_order(samples: SampleColumns) -> np.ndarray:
     return result
 
 
+def unique_samples(samples: SampleColumns) -> SampleColumns:
+    """The rows in write order (:func:`_write_order`), the last of a repeated (gpu_id, ts) only."""
+    order = _write_order(samples) if len(samples) else np.zeros(0, dtype=np.int64)
+    return SampleColumns(*(column[order] for column in samples.columns()))
+
+
 #: Rows per INSERT statement on SQLite (each one step, run without holding the GIL).
 _SQLITE_ROWS = 2000
 
