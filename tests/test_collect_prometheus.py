@@ -98,6 +98,19 @@ def test_values_pods_and_signal_per_label_variant(collected: Engine) -> None:
             assert row["fb_total_mib"] == fx.fb_total(unit)
 
 
+def test_xid_codes_are_stored_where_reported_and_nothing_where_zero(collected: Engine) -> None:
+    rows = _rows(collected)
+    unit = next(u for u in fx.units() if u.node == "gpu-node-a" and u.gpu == 5)
+    grid = fx.expected_grid(START, END, unit)
+    source = {ts: ts - fx.STEP_S if unit.offset_s else ts for ts in grid}
+    codes = {ts: rows[(unit.uuid, unit.gi, ts)]["xid"] for ts in grid}
+    reported = [ts for ts in grid if (source[ts] // fx.STEP_S) % 500 == 0]
+    assert reported, "the fixture reports XID 79 now and then"
+    assert {codes[ts] for ts in reported} == {79}
+    assert {codes[ts] for ts in grid if ts not in reported} == {None}
+    assert {r["xid"] for (uuid, _, _), r in rows.items() if uuid != unit.uuid} == {None}
+
+
 def test_exporter_outage_is_no_data_not_idle(collected: Engine) -> None:
     rows = _rows(collected)
     gap = [ts for ts in range(START, END, fx.STEP_S) if fx.outage(ts, START)]

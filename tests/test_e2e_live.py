@@ -288,7 +288,8 @@ def test_samples_match_the_simulation(
     signals = by_sample["util_signal"].first().astype(str).map(_SIGNALS)
     assert (stored.loc[~blank, "util_signal"] == signals[~blank]).all()
     assert stored[["util_ratio", "fb_used_mib", "fb_total_mib", "power_w"]].max().max() < 1e6
-    assert stored["temp_c"].between(20, 100).all() and set(stored["xid"]) == {0}
+    assert stored["temp_c"].between(20, 100).all()
+    assert stored["xid"].isna().all(), "no XID error: nothing stored (missing reads as 0)"
 
 
 def test_prometheus_stored_the_sentinels_the_store_dropped(live: Live) -> None:

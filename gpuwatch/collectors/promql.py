@@ -23,6 +23,9 @@ class FieldQuery:
     #: total of a GPU unit is a constant of its hardware and MIG profile, and reading its three
     #: parts every step tripled what Prometheus evaluates and sends for one number.
     capacity: bool = False
+    #: Only non-zero readings are asked for (``... != 0``): the field is an event code, 0 on
+    #: nearly every GPU at nearly every step, and a missing reading reads as 0 downstream.
+    nonzero_only: bool = False
 
 
 #: Stored fields, the DCGM metric behind each, how a step's raw samples are reduced, and the unit.
@@ -35,7 +38,9 @@ FIELDS: tuple[FieldQuery, ...] = (
     FieldQuery("fb_reserved_mib", "DCGM_FI_DEV_FB_RESERVED", "last_over_time", "MiB", True),
     FieldQuery("power_w", "DCGM_FI_DEV_POWER_USAGE", "avg_over_time", "W"),
     FieldQuery("temp_c", "DCGM_FI_DEV_GPU_TEMP", "max_over_time", "degrees Celsius"),
-    FieldQuery("xid", "DCGM_FI_DEV_XID_ERRORS", "max_over_time", "last XID code"),
+    FieldQuery(
+        "xid", "DCGM_FI_DEV_XID_ERRORS", "max_over_time", "last XID code", nonzero_only=True
+    ),
 )
 #: The capacity grid's step, in seconds, where the collection step is shorter.
 CAPACITY_STEP_S = 900
@@ -73,8 +78,11 @@ class Catalogue:
 
         >>> Catalogue().window_query(FIELDS[0], 60)
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms])'
+        >>> Catalogue().window_query(FIELDS[-1], 60)
+        'max_over_time(DCGM_FI_DEV_XID_ERRORS[59999ms]) != 0'
         """
-        return f"{query.over_time}({self.selector(query.metric)}[{step_s * 1000 - 1}ms])"
+        promql = f"{query.over_time}({self.selector(query.metric)}[{step_s * 1000 - 1}ms])"
+        return f"{promql} != 0" if query.nonzero_only else promql
 
     def queries(self, step_s: int) -> dict[str, str]:
         """Field name → PromQL of the fields read every ``step_s``, for one page."""

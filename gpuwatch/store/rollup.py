@@ -176,13 +176,22 @@ def _python_values(name: str, column: np.ndarray) -> list[Any]:
     return [None if gone else v for gone, v in zip(missing.tolist(), values, strict=True)]
 
 
-def _records(columns: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    """Rows to insert (a power sum only where a power reading was)."""
+def _records(columns: dict[str, np.ndarray]) -> list[tuple[Any, ...]]:
+    """Rows to insert, in ``columns`` order (a power sum only where a power reading was)."""
     power = np.where(columns["power_n"] > 0, columns["power_w_sum"], np.nan)
     lists = {name: _python_values(name, column) for name, column in columns.items()}
     lists["power_w_sum"] = _python_values("power_w_sum", power)
-    names = list(lists)
-    return [dict(zip(names, row, strict=True)) for row in zip(*lists.values(), strict=True)]
+    return list(zip(*lists.values(), strict=True))
+
+
+def _insert_rows(conn: Connection, names: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """One ``executemany`` of plain tuples (no per-row parameter dictionaries)."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"INSERT INTO {GpuSampleHourly.__tablename__} ({', '.join(names)}) "  # noqa: S608
+        f"VALUES ({', '.join([mark] * len(names))})"
+    )
+    conn.exec_driver_sql(sql, rows)
 
 
 def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[int]) -> int:
@@ -199,11 +208,12 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
     for hour in sorted(set(np.unique(hours[~fresh]).tolist())):
         rows += roll_up(conn, hour, hour + HOUR_S)
     if fresh.any():
-        mine = SampleColumns(*(column[fresh] for column in samples.columns()))
+        mine = samples if fresh.all() else SampleColumns(*(c[fresh] for c in samples.columns()))
         in_fresh = GpuSampleHourly.hour_ts.in_(sorted(np.unique(hours[fresh]).tolist()))
         conn.execute(delete(GpuSampleHourly).where(in_fresh))
-        records = _records(hourly_rows(mine, idle_util_pct(conn) / 100.0))
-        conn.execute(insert(GpuSampleHourly), records)
+        columns = hourly_rows(mine, idle_util_pct(conn) / 100.0)
+        records = _records(columns)
+        _insert_rows(conn, list(columns), records)
         rows += len(records)
     return rows
 
