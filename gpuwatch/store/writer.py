@@ -224,21 +224,23 @@ def _write_sqlite(conn: Connection, samples: SampleColumns, order: np.ndarray) -
     limit = max(1, _sqlite_variables(conn) // len(columns))
     per = min(_SQLITE_ROWS, limit)
     full = len(order) - len(order) % per
+    # One float matrix in write order; each statement binds a contiguous slice of it. Python
+    # floats exist for one statement at a time, never for the whole page at once.
+    matrix = np.empty((len(order), len(columns)), dtype=np.float64)
+    for index, column in enumerate(columns):
+        matrix[:, index] = column[order]
 
-    def values(rows: np.ndarray) -> list[float]:
-        # Python floats for one statement at a time, never for the whole page at once.
-        table: list[float] = (
-            np.column_stack([c[rows] for c in columns]).astype(float).ravel().tolist()
-        )
+    def values(start: int, stop: int) -> list[float]:
+        table: list[float] = matrix[start:stop].ravel().tolist()
         return table
 
     cursor = cast(sqlite3.Connection, conn.connection.driver_connection).cursor()
     try:
         if full:
-            chunks = (values(order[start : start + per]) for start in range(0, full, per))
+            chunks = (values(start, start + per) for start in range(0, full, per))
             cursor.executemany(_upsert_sql("?", per), chunks)
         if full < len(order):
-            cursor.execute(_upsert_sql("?", len(order) - full), values(order[full:]))
+            cursor.execute(_upsert_sql("?", len(order) - full), values(full, len(order)))
     finally:
         cursor.close()
 
