@@ -262,3 +262,18 @@ def test_only_hours_without_raw_samples_are_fresh(engine: Engine) -> None:
             last - last % 3600 + 3600,
             last - last % 3600 + 7200,
         }
+
+
+def test_a_fresh_hour_rolled_up_in_memory_leaves_other_units_alone(engine: Engine) -> None:
+    """Another cluster's collector may roll up the same hour for its own GPU units."""
+    want = _hourly_rows(engine)
+    samples = _stored_samples(engine)
+    hour = int(samples.ts.max()) - int(samples.ts.max()) % 3600
+    gpus = np.unique(samples.gpu_id)[::2]
+    page = (samples.ts - samples.ts % 3600 == hour) & np.isin(samples.gpu_id, gpus)
+    assert page.any() and not page.all()
+    with engine.begin() as conn:
+        rollup.roll_up_written(
+            conn, writer.SampleColumns(*(c[page] for c in samples.columns())), {hour}
+        )
+    _assert_same_rows(_hourly_rows(engine), want)

@@ -198,7 +198,8 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
     """Roll up every hour ``samples`` touch, just after writing them; returns rows.
 
     ``fresh_hours`` held no raw sample before the write (:func:`unstored_hours`): their samples
-    are exactly ``samples``, rolled up in memory. Other hours are rolled up from the table.
+    of these GPU units are exactly ``samples``, rolled up in memory (the roll-ups of other units in
+    those hours are left alone). Other hours are rolled up from the table.
     """
     if not len(samples):
         return 0
@@ -209,8 +210,11 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
         rows += roll_up(conn, hour, hour + HOUR_S)
     if fresh.any():
         mine = samples if fresh.all() else SampleColumns(*(c[fresh] for c in samples.columns()))
+        # Only this page's GPU units: another cluster's collector may be rolling up the same
+        # hour for its own units at the same time.
         in_fresh = GpuSampleHourly.hour_ts.in_(sorted(np.unique(hours[fresh]).tolist()))
-        conn.execute(delete(GpuSampleHourly).where(in_fresh))
+        mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
+        conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
         columns = hourly_rows(mine, idle_util_pct(conn) / 100.0)
         records = _records(columns)
         _insert_rows(conn, list(columns), records)
