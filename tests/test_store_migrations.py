@@ -36,6 +36,17 @@ EXPECTED_TABLES = {
 }
 
 
+def _one_gpu(conn: sa.Connection) -> None:
+    """Cluster 1 with GPU unit 1."""
+    conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
+    conn.execute(
+        sa.text(
+            "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
+            " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
+        )
+    )
+
+
 def test_upgrade_creates_every_table_and_stamps_head(migrated_engine: Engine) -> None:
     assert set(sa.inspect(migrated_engine).get_table_names()) == EXPECTED_TABLES
     assert current_revision(migrated_engine) == head_revision()
@@ -56,13 +67,7 @@ def test_upgrade_is_idempotent(migrated_engine: Engine) -> None:
 
 def test_samples_primary_key_rejects_a_duplicate_sample(migrated_engine: Engine) -> None:
     with migrated_engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
-        conn.execute(
-            sa.text(
-                "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
-                " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
-            )
-        )
+        _one_gpu(conn)
         insert = sa.text("INSERT INTO gpu_samples (gpu_id, ts, step_s) VALUES (1, 60, 60)")
         conn.execute(insert)
     with pytest.raises(sa.exc.IntegrityError), migrated_engine.begin() as conn:
@@ -88,13 +93,7 @@ def test_raw_samples_carry_no_foreign_keys(migrated_engine: Engine) -> None:
 def test_dropping_the_sample_foreign_keys_keeps_every_sample(migrated_engine: Engine) -> None:
     command.downgrade(alembic_config(migrated_engine), "0002")
     with migrated_engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
-        conn.execute(
-            sa.text(
-                "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
-                " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
-            )
-        )
+        _one_gpu(conn)
         conn.execute(
             sa.text(
                 "INSERT INTO gpu_samples (gpu_id, ts, step_s, util_ratio, xid) "
@@ -163,13 +162,7 @@ def test_upgrading_a_0001_store_rolls_its_samples_up(store_url: str) -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0001")
-        conn.execute(sa.text("INSERT INTO clusters (id, name) VALUES (1, 'c')"))
-        conn.execute(
-            sa.text(
-                "INSERT INTO gpus (id, cluster_id, uuid, mig_gi_id, slot, timeslice_replicas,"
-                " first_seen_ts, last_seen_ts) VALUES (1, 1, 'GPU-1', -1, 0, 1, 0, 0)"
-            )
-        )
+        _one_gpu(conn)
         conn.execute(
             sa.text(
                 "INSERT INTO gpu_samples (gpu_id, ts, step_s, util_ratio) VALUES"
