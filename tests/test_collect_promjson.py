@@ -113,3 +113,19 @@ def test_chunks_of_one_query_concatenate_in_order() -> None:
     assert both.labels == [{"a": "1"}, {"a": "1"}]
     assert both.counts.tolist() == [1, 2]
     assert both.values.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_each_series_has_its_labels_as_bytes_equal_for_equal_labels() -> None:
+    same = {"UUID": "GPU-a", "pod": "p"}
+    result = [
+        {"metric": same, "values": [[1, "0.5"]]},
+        {"metric": {"UUID": "GPU-b"}, "values": [[1, "0.5"]]},
+        {"metric": dict(same), "values": [[2, "0.7"]]},
+    ]
+    fast = promjson.decode(_answer(result))
+    slow = promjson.from_series(result)
+    for matrix in (fast, slow):
+        assert [orjson.loads(key) for key in matrix.keys] == [s["metric"] for s in result]
+        assert matrix.keys[0] == matrix.keys[2] != matrix.keys[1]
+    both = promjson.concat([fast, slow])
+    assert both.keys == fast.keys + slow.keys

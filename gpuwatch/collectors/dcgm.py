@@ -22,12 +22,14 @@ array operations, so a page costs no Python work per point.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from gpuwatch.collectors import promjson
@@ -64,6 +66,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
 #: Fields whose series decide a sample's pod attribution, in order of preference.
 ATTRIBUTION_ORDER = ("util_prof", "util_dev_pct", "fb_used_mib")
 Results = Mapping[str, Matrix | Sequence[Mapping[str, Any]]]
+#: Series whose labels' meaning is remembered between pages (a fleet's series come back every
+#: page; a few thousand bytes each).
+_REMEMBERED_SERIES = 1 << 15
 
 
 def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:
@@ -84,16 +89,23 @@ def _target(labels: Mapping[str, str], variants: LabelVariants) -> Target:
     return labels.get("job", ""), labels.get("instance", ""), node
 
 
+@functools.lru_cache(maxsize=_REMEMBERED_SERIES)
+def _label_facts(key: bytes, variants: LabelVariants) -> tuple[dict[str, str], Target, int | None]:
+    """A series' labels (from their JSON bytes), its exporter, and the index in
+    ``variants.pod`` of the first pod label it carries (None: none)."""
+    labels: dict[str, str] = orjson.loads(key)
+    preferred = next((n for n, name in enumerate(variants.pod) if labels.get(name)), None)
+    return labels, _target(labels, variants), preferred
+
+
 def pod_label_choice(results: Mapping[str, Matrix], variants: LabelVariants) -> dict[Target, int]:
     """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses."""
     choice: dict[Target, int] = {}
     for matrix in results.values():
-        for labels in matrix.labels:
-            target = _target(labels, variants)
-            for index, name in enumerate(variants.pod):
-                if labels.get(name):
-                    choice[target] = min(index, choice.get(target, index))
-                    break
+        for key in matrix.keys:
+            _, target, index = _label_facts(key, variants)
+            if index is not None:
+                choice[target] = min(index, choice.get(target, index))
     return choice
 
 
@@ -150,22 +162,29 @@ class _SeriesTable:
     units: list[tuple[str, int, int]]
 
 
+@functools.lru_cache(maxsize=_REMEMBERED_SERIES)
+def _identity(
+    key: bytes, variants: LabelVariants, pod_index: int | None
+) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+    """:func:`series_identity` of a series' labels and its :data:`IDENTITY_COLUMNS` values,
+    remembered from page to page (the same series come back every page)."""
+    identity = series_identity(_label_facts(key, variants)[0], variants, pod_index)
+    if identity is None:
+        return None
+    return identity, tuple(identity[column] for column in IDENTITY_COLUMNS)
+
+
 def _identities(
     results: Mapping[str, Matrix], variants: LabelVariants
-) -> tuple[list[dict[str, Any] | None], list[str]]:
-    """Each series' identity (None: no GPU UUID or no point) and field, labels read once."""
+) -> tuple[list[tuple[dict[str, Any], tuple[Any, ...]] | None], list[str]]:
+    """Each series' identity and its row (None: no GPU UUID or no point) and field."""
     choice = pod_label_choice(results, variants)
-    cache: dict[tuple[tuple[str, str], ...], dict[str, Any] | None] = {}
-    identities: list[dict[str, Any] | None] = []
+    identities: list[tuple[dict[str, Any], tuple[Any, ...]] | None] = []
     fields: list[str] = []
     for name, matrix in results.items():
-        for labels, count in zip(matrix.labels, matrix.counts.tolist(), strict=True):
-            key = tuple(labels.items())
-            if key not in cache:
-                cache[key] = series_identity(
-                    labels, variants, choice.get(_target(labels, variants))
-                )
-            identities.append(cache[key] if count else None)
+        for key, count in zip(matrix.keys, matrix.counts.tolist(), strict=True):
+            target = _label_facts(key, variants)[1]
+            identities.append(_identity(key, variants, choice.get(target)) if count else None)
             fields.append(name)
     return identities, fields
 
@@ -184,7 +203,8 @@ def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
 
 
 def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _SeriesTable:
-    identities, fields = _identities(results, variants)
+    found, fields = _identities(results, variants)
+    identities = [None if item is None else item[0] for item in found]
     dropped = _shadowed(identities)
     keys = [
         (i["uuid"], i["mig_gi_id"], i["slot"])
@@ -202,10 +222,9 @@ def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _Se
     field_rank = np.array([rank.get(f, len(rank)) for f in fields], dtype=np.int64)
     no_pod = np.array([i is None or i["pod"] is None for i in identities], dtype=np.int64)
     score = (field_rank * 2 + no_pod) * total + np.arange(total, dtype=np.int64)
-    empty = dict.fromkeys(IDENTITY_COLUMNS)
-    frame = pd.DataFrame(
-        [{c: i[c] for c in IDENTITY_COLUMNS} if i else empty for i in identities],
-        columns=IDENTITY_COLUMNS,
+    empty = (None,) * len(IDENTITY_COLUMNS)
+    frame = pd.DataFrame.from_records(
+        [empty if item is None else item[1] for item in found], columns=IDENTITY_COLUMNS
     )
     return _SeriesTable(unit, score, frame, units)
 

@@ -40,12 +40,15 @@ class Matrix:
     """Series of one range query: labels per series, and per point its instant and value.
 
     The points of series ``i`` are ``ts[o:o + counts[i]]`` with ``o = counts[:i].sum()``.
+    ``keys[i]`` is series ``i``'s labels as JSON bytes: equal labels, equal keys (within one
+    server's answers), so a reader can remember what it made of a series' labels.
     """
 
     labels: list[dict[str, str]]
     counts: np.ndarray
     ts: np.ndarray
     values: np.ndarray
+    keys: list[bytes]
 
     @property
     def series_of_points(self) -> np.ndarray:
@@ -54,7 +57,7 @@ class Matrix:
 
 def empty_matrix() -> Matrix:
     none = np.zeros(0, dtype=np.float64)
-    return Matrix([], np.zeros(0, dtype=np.int64), none, none)
+    return Matrix([], np.zeros(0, dtype=np.int64), none, none, [])
 
 
 def concat(parts: Sequence[Matrix]) -> Matrix:
@@ -68,6 +71,7 @@ def concat(parts: Sequence[Matrix]) -> Matrix:
         np.concatenate([part.counts for part in parts]),
         np.concatenate([part.ts for part in parts]),
         np.concatenate([part.values for part in parts]),
+        [key for part in parts for key in part.keys],
     )
 
 
@@ -82,17 +86,18 @@ def from_series(series_list: Sequence[Mapping[str, Any]]) -> Matrix:
         counts.append(len(values))
         chunks.append(values)
     stacked = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.float64)
-    return Matrix(labels, np.asarray(counts, dtype=np.int64), stacked[:, 0], stacked[:, 1])
+    keys = [orjson.dumps(metric) for metric in labels]
+    return Matrix(labels, np.asarray(counts, dtype=np.int64), stacked[:, 0], stacked[:, 1], keys)
 
 
 def decode(body: bytes) -> Matrix:
     """The matrix of a ``query_range`` answer; raises :class:`MatrixError` for anything else."""
     fast = _scan(body)
     if fast is not None:
-        labels, spans = fast
+        labels, keys, spans = fast
         parsed = _parse_points(body, spans)
         if parsed is not None:
-            return Matrix(labels, *parsed)
+            return Matrix(labels, *parsed, keys)
     return _decode_slow(body)
 
 
@@ -109,8 +114,11 @@ def _decode_slow(body: bytes) -> Matrix:
     return from_series(data.get("result") or [])
 
 
-def _scan(body: bytes) -> tuple[list[dict[str, str]], list[tuple[int, int]]] | None:
-    """Labels and the byte span of each series' points, for Prometheus's own layout; else None.
+def _scan(
+    body: bytes,
+) -> tuple[list[dict[str, str]], list[bytes], list[tuple[int, int]]] | None:
+    """Labels (parsed, and as bytes) and the byte span of each series' points, for Prometheus's
+    own layout; else None.
 
     A label value cannot hold ``,"values":[`` (its quotes are escaped) and points hold no ``]]``,
     so plain searches find every boundary; anything unexpected gives up (None).
@@ -119,36 +127,39 @@ def _scan(body: bytes) -> tuple[list[dict[str, str]], list[tuple[int, int]]] | N
         return None
     pos = len(_HEAD)
     labels: list[dict[str, str]] = []
+    keys: list[bytes] = []
     spans: list[tuple[int, int]] = []
     if body.startswith(b"]", pos):
-        return labels, spans
+        return labels, keys, spans
     while True:
         found = _series_at(body, pos)
         if found is None:
             return None
         labels.append(found[0])
-        spans.append(found[1])
-        pos = found[1][1] + 2  # past the series' closing "]}"
+        keys.append(found[1])
+        spans.append(found[2])
+        pos = found[2][1] + 2  # past the series' closing "]}"
         if body.startswith(b"]", pos):
-            return labels, spans
+            return labels, keys, spans
         if not body.startswith(b",", pos):
             return None
         pos += 1
 
 
-def _series_at(body: bytes, pos: int) -> tuple[dict[str, str], tuple[int, int]] | None:
-    """``{"metric":{...},"values":[...]}`` at ``pos``: its labels and points' span."""
+def _series_at(body: bytes, pos: int) -> tuple[dict[str, str], bytes, tuple[int, int]] | None:
+    """``{"metric":{...},"values":[...]}`` at ``pos``: its labels, their bytes, points' span."""
     cut = body.find(_VALUES, pos)
     if not body.startswith(_METRIC, pos) or cut < 0 or not body.startswith(b"[", cut + 11):
         return None
+    raw = body[pos + len(_METRIC) : cut]
     try:
-        metric = orjson.loads(body[pos + len(_METRIC) : cut])
+        metric = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
     end = body.find(b"]]", cut)
     if not isinstance(metric, dict) or end < 0 or not body.startswith(b"}", end + 2):
         return None
-    return metric, (cut + len(_VALUES), end + 1)
+    return metric, raw, (cut + len(_VALUES), end + 1)
 
 
 def _parse_points(
