@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,17 @@ def _rules_ready(stack: LiveStack) -> bool:
     return True
 
 
+#: The simulated fleet's time in the live tests, whatever the time of day the tests run at: a
+#: Tuesday night, when many namespaces hold GPUs they do not use.
+SIMULATED_START_TS = int(datetime(2026, 11, 10, 3, tzinfo=UTC).timestamp())
+
+
+def _simulated_clock() -> Any:
+    """Seconds on the simulated clock: SIMULATED_START_TS, then as fast as real time."""
+    started = time.monotonic()
+    return lambda: SIMULATED_START_TS + (time.monotonic() - started)
+
+
 @pytest.fixture(scope="module", params=["single-cluster", "cluster-label"])
 def live(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -252,7 +264,8 @@ def live(
     rules.write_text(render_rules(params)[PLAIN_FILE])
     fleet = build_fleet(7)
     clusters = tuple(fleet.clusters)[: 2 if labelled else 1]
-    exporters = [ExporterServer(fleet, c, "127.0.0.1", 0).start() for c in clusters]
+    clock = _simulated_clock()
+    exporters = [ExporterServer(fleet, c, "127.0.0.1", 0, clock=clock).start() for c in clusters]
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],
