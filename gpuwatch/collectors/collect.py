@@ -117,7 +117,7 @@ def _write_page(
     samples = writer.unique_samples(rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory))
     # Hours first written by this page are rolled up from the page itself, in memory.
     fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
-    written = writer.write_samples(conn, samples)
+    written = writer.write_unique_samples(conn, samples)
     rollup.roll_up_written(conn, samples, fresh)
     return written, len(frame.units), len(pod_map)
 

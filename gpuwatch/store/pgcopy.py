@@ -45,17 +45,18 @@ _ROW = np.dtype(
 _OFFSETS = {name: int(_ROW.fields[name][1]) for name in SAMPLE_FIELDS} if _ROW.fields else {}
 
 
-def binary_rows(columns: Sequence[np.ndarray], rows: np.ndarray) -> bytes:
-    """The rows at indices ``rows`` in COPY's binary format (no file header or trailer).
+def binary_rows(columns: Sequence[np.ndarray], start: int, stop: int) -> bytes:
+    """Rows ``start:stop`` in COPY's binary format (no file header or trailer).
 
     Every row is first laid out at full width; the value bytes of NULL fields are then cut out
     with one boolean mask over the bytes (a NULL is its length, -1, and nothing else).
     """
-    out = np.zeros(len(rows), dtype=_ROW)
+    count = stop - start
+    out = np.zeros(count, dtype=_ROW)
     out["fields"] = len(SAMPLE_FIELDS)
-    keep = np.ones((len(rows), _ROW.itemsize), dtype=bool)
+    keep = np.ones((count, _ROW.itemsize), dtype=bool)
     for name, column in zip(SAMPLE_FIELDS, columns, strict=True):
-        values = column[rows]
+        values = column[start:stop]
         width = np.dtype(_WIRE[name]).itemsize
         missing = np.isnan(values) if values.dtype.kind == "f" else None
         if missing is None or not missing.any():
@@ -66,16 +67,17 @@ def binary_rows(columns: Sequence[np.ndarray], rows: np.ndarray) -> bytes:
         out[name] = np.where(missing, 0, values)
         offset = _OFFSETS[name]
         keep[:, offset : offset + width] = ~missing[:, None]
-    raw = out.view(np.uint8).reshape(len(rows), _ROW.itemsize)
+    raw = out.view(np.uint8).reshape(count, _ROW.itemsize)
     return bytes(raw[keep]) if not keep.all() else out.tobytes()
 
 
-def _copy(cursor: Any, table: str, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
+def _copy(cursor: Any, table: str, columns: Sequence[np.ndarray]) -> None:
     sql = f"COPY {table} ({', '.join(SAMPLE_FIELDS)}) FROM STDIN (FORMAT BINARY)"
     with cursor.copy(sql) as copy:
         copy.write(_HEADER)
-        for start in range(0, len(order), _ROWS_PER_WRITE):
-            copy.write(binary_rows(columns, order[start : start + _ROWS_PER_WRITE]))
+        count = len(columns[0])
+        for start in range(0, count, _ROWS_PER_WRITE):
+            copy.write(binary_rows(columns, start, min(start + _ROWS_PER_WRITE, count)))
         copy.write(_TRAILER)
 
 
@@ -86,13 +88,13 @@ def _any_stored(cursor: Any, first_ts: int, last_ts: int) -> bool:
     return cursor.fetchone() is not None
 
 
-def _copy_direct(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarray) -> bool:
+def _copy_direct(cursor: Any, columns: Sequence[np.ndarray]) -> bool:
     """Copy straight into ``gpu_samples``; False (and nothing written) on a stored duplicate."""
     import psycopg  # only ever needed on PostgreSQL
 
     cursor.execute("SAVEPOINT gpuwatch_samples")
     try:
-        _copy(cursor, SAMPLES_TABLE, columns, order)
+        _copy(cursor, SAMPLES_TABLE, columns)
     except psycopg.errors.UniqueViolation:
         cursor.execute("ROLLBACK TO SAVEPOINT gpuwatch_samples")
         copied = False
@@ -102,11 +104,11 @@ def _copy_direct(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarray) 
     return copied
 
 
-def _upsert_via_temp(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
+def _upsert_via_temp(cursor: Any, columns: Sequence[np.ndarray]) -> None:
     cursor.execute(
         f"CREATE TEMPORARY TABLE IF NOT EXISTS {TEMP_TABLE} (LIKE {SAMPLES_TABLE}) ON COMMIT DROP"
     )
-    _copy(cursor, TEMP_TABLE, columns, order)
+    _copy(cursor, TEMP_TABLE, columns)
     names = ", ".join(SAMPLE_FIELDS)
     updates = ", ".join(f"{name} = excluded.{name}" for name in SAMPLE_FIELDS[2:])
     cursor.execute(
@@ -116,18 +118,16 @@ def _upsert_via_temp(cursor: Any, columns: Sequence[np.ndarray], order: np.ndarr
     cursor.execute(f"TRUNCATE {TEMP_TABLE}")
 
 
-def write_samples(conn: Connection, columns: Sequence[np.ndarray], order: np.ndarray) -> None:
-    """Upsert the rows at indices ``order`` (in that order, unique on (gpu_id, ts)) of
-    columns given in :data:`SAMPLE_FIELDS` order."""
+def write_samples(conn: Connection, columns: Sequence[np.ndarray]) -> None:
+    """Upsert the rows of columns given in :data:`SAMPLE_FIELDS` order, in their order (unique
+    on (gpu_id, ts))."""
     driver = conn.connection.driver_connection  # psycopg's own connection, for cursor.copy
     assert driver is not None
     cursor = driver.cursor()
     try:
-        ts = columns[SAMPLE_FIELDS.index("ts")][order]
-        if not _any_stored(cursor, int(ts.min()), int(ts.max())) and _copy_direct(
-            cursor, columns, order
-        ):
+        ts = columns[SAMPLE_FIELDS.index("ts")]
+        if not _any_stored(cursor, int(ts.min()), int(ts.max())) and _copy_direct(cursor, columns):
             return
-        _upsert_via_temp(cursor, columns, order)
+        _upsert_via_temp(cursor, columns)
     finally:
         cursor.close()

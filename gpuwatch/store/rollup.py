@@ -206,7 +206,7 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
     hours = samples.ts - samples.ts % HOUR_S
     fresh = np.isin(hours, np.fromiter(fresh_hours, dtype=np.int64, count=len(fresh_hours)))
     rows = 0
-    for hour in sorted(set(np.unique(hours[~fresh]).tolist())):
+    for hour in np.unique(hours[~fresh]).tolist():
         rows += roll_up(conn, hour, hour + HOUR_S)
     if fresh.any():
         mine = samples if fresh.all() else SampleColumns(*(c[fresh] for c in samples.columns()))

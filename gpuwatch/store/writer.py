@@ -214,7 +214,7 @@ def _upsert_sql(mark: str, rows: int) -> str:
     )
 
 
-def _write_sqlite(conn: Connection, samples: SampleColumns, order: np.ndarray) -> None:
+def _write_sqlite(conn: Connection, samples: SampleColumns) -> None:
     """Multi-row upserts: one statement (one step) per ``_SQLITE_ROWS`` rows.
 
     Every value is bound as a float: SQLite stores NaN as NULL and a whole float in an INTEGER
@@ -223,12 +223,13 @@ def _write_sqlite(conn: Connection, samples: SampleColumns, order: np.ndarray) -
     columns = samples.columns()
     limit = max(1, _sqlite_variables(conn) // len(columns))
     per = min(_SQLITE_ROWS, limit)
-    full = len(order) - len(order) % per
-    # One float matrix in write order; each statement binds a contiguous slice of it. Python
+    count = len(samples)
+    full = count - count % per
+    # One float matrix of the rows; each statement binds a contiguous slice of it. Python
     # floats exist for one statement at a time, never for the whole page at once.
-    matrix = np.empty((len(order), len(columns)), dtype=np.float64)
+    matrix = np.empty((count, len(columns)), dtype=np.float64)
     for index, column in enumerate(columns):
-        matrix[:, index] = column[order]
+        matrix[:, index] = column
 
     def values(start: int, stop: int) -> list[float]:
         table: list[float] = matrix[start:stop].ravel().tolist()
@@ -239,8 +240,8 @@ def _write_sqlite(conn: Connection, samples: SampleColumns, order: np.ndarray) -
         if full:
             chunks = (values(start, start + per) for start in range(0, full, per))
             cursor.executemany(_upsert_sql("?", per), chunks)
-        if full < len(order):
-            cursor.execute(_upsert_sql("?", len(order) - full), values(full, len(order)))
+        if full < count:
+            cursor.execute(_upsert_sql("?", count - full), values(full, count))
     finally:
         cursor.close()
 
@@ -251,22 +252,33 @@ def _sqlite_variables(conn: Connection) -> int:
 
 
 def write_samples(conn: Connection, rows: SampleColumns | Iterable[Sequence[Any]]) -> int:
-    """Upsert samples (columns, or tuples in :data:`SAMPLE_FIELDS` order); returns rows written.
+    """Upsert samples (columns, or tuples in :data:`SAMPLE_FIELDS` order); returns rows given.
 
-    On SQLite, multi-row ``INSERT ... ON CONFLICT (gpu_id, ts) DO UPDATE`` statements; on
-    PostgreSQL, a binary ``COPY`` into a temporary table, then one ``INSERT ... SELECT ... ON
-    CONFLICT`` (:mod:`gpuwatch.store.pgcopy`). Rows go in :func:`_write_order`; a row repeated
-    for one GPU and instant is written once, with its last values. NaN and None are stored as NULL.
+    A row repeated for one GPU and instant is written once, with its last values
+    (:func:`unique_samples`); then :func:`write_unique_samples`.
     """
     samples = rows if isinstance(rows, SampleColumns) else SampleColumns.from_rows(rows)
     del rows
+    if len(samples):
+        write_unique_samples(conn, unique_samples(samples))
+    return len(samples)
+
+
+def write_unique_samples(conn: Connection, samples: SampleColumns) -> int:
+    """Upsert rows already unique per (gpu_id, ts) and in write order, as
+    :func:`unique_samples` gives them; returns rows written.
+
+    On SQLite, multi-row ``INSERT ... ON CONFLICT (gpu_id, ts) DO UPDATE`` statements; on
+    PostgreSQL, binary ``COPY`` (:mod:`gpuwatch.store.pgcopy`: straight into the table where the
+    rows' time range holds no sample yet, else through a temporary table and one upsert). NaN is
+    stored as NULL.
+    """
     if not len(samples):
         return 0
-    order = _write_order(samples)
     if conn.dialect.name == "postgresql":
-        pgcopy.write_samples(conn, samples.columns(), order)
+        pgcopy.write_samples(conn, samples.columns())
     else:
-        _write_sqlite(conn, samples, order)
+        _write_sqlite(conn, samples)
     return len(samples)
 
 
