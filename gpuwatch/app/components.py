@@ -265,6 +265,13 @@ def text_column(key: str, title: str | None = None) -> dict[str, Any]:
     return {"name": title or fmt.HEADINGS.get(key, key), "id": key, "type": "text"}
 
 
+def row_link(active_cell: dict[str, Any] | None, prefix: str) -> Any:
+    """The link a clicked row carries as its id, when it starts with ``prefix``; else no update."""
+    if not active_cell or not str(active_cell.get("row_id", "")).startswith(prefix):
+        return dash.no_update
+    return str(active_cell["row_id"])
+
+
 def data_table(
     table_id: str, columns: list[dict[str, Any]], records: list[dict[str, Any]], **extra: Any
 ) -> DataTable:

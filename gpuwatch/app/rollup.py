@@ -29,6 +29,20 @@ DAY_S = 86400
 NO_POD = -1
 #: Summed columns of the per (window day, GPU unit, pod) roll-up.
 COST_SUMS: tuple[str, ...] = (*c.SUM_COLUMNS, c.GPU_HOURS, c.SAMPLES)
+#: What every row of GPU time carries, raw sample and hourly row alike: utilization, health
+#: readings and cost.
+READING_COLUMNS: tuple[str, ...] = (
+    c.UTIL,
+    c.IDLE_RATIO,
+    "fb_used_mib",
+    "fb_total_mib",
+    "temp_c",
+    "power_w",
+    "xid",
+    c.GPU_HOURS,
+    c.USD_PER_HOUR,
+    c.ALLOCATED,
+)
 #: Columns of the hourly rows: what ``workload_stats`` reads, and one GPU's health.
 HOURLY_COLUMNS: tuple[str, ...] = (
     "ts",
@@ -50,16 +64,7 @@ HOURLY_COLUMNS: tuple[str, ...] = (
     "pod_gpu_count",
     "attribution",
     "util_signal",
-    c.UTIL,
-    c.IDLE_RATIO,
-    "fb_used_mib",
-    "fb_total_mib",
-    "temp_c",
-    "power_w",
-    "xid",
-    c.GPU_HOURS,
-    c.USD_PER_HOUR,
-    c.ALLOCATED,
+    *READING_COLUMNS,
 )
 UNIT_TEXT = ("cluster", "node", "gpu_model", "capacity_type", "mig_profile")
 POD_TEXT = ("namespace", "pod", "workload_kind", "workload", "team")

@@ -11,7 +11,7 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.rollup import HOUR_S
+from gpuwatch.app.rollup import HOUR_S, READING_COLUMNS
 from gpuwatch.app.views import hourly_rows, window_bounds
 from gpuwatch.report.inputs import load_inputs
 from gpuwatch.report.weekly import (
@@ -39,16 +39,7 @@ HISTORY_COLUMNS = (
     "workload_kind",
     "workload",
     "pod",
-    c.UTIL,
-    c.IDLE_RATIO,
-    "fb_used_mib",
-    "fb_total_mib",
-    "temp_c",
-    "power_w",
-    "xid",
-    c.GPU_HOURS,
-    c.USD_PER_HOUR,
-    c.ALLOCATED,
+    *READING_COLUMNS,
 )
 
 

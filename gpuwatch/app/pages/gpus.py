@@ -20,6 +20,7 @@ from gpuwatch.app.components import (
     no_match,
     number_column,
     records_of,
+    row_link,
     section,
     shell,
     text_column,
@@ -157,9 +158,7 @@ def _number(value: Any, digits: int) -> float | None:
 
 def open_node(active_cell: dict[str, Any] | None) -> Any:
     """A click on a node row: the node's page."""
-    if not active_cell or not str(active_cell.get("row_id", "")).startswith("/node?"):
-        return dash.no_update
-    return str(active_cell["row_id"])
+    return row_link(active_cell, "/node?")
 
 
 dash.callback(

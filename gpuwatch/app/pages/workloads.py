@@ -16,6 +16,7 @@ from gpuwatch.app.components import (
     no_match,
     number_column,
     records_of,
+    row_link,
     section,
     shell,
     text_column,
@@ -68,9 +69,7 @@ def records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
 
 def open_row(active_cell: dict[str, Any] | None) -> Any:
     """A click on a row: the workload's page (the row id is its link)."""
-    if not active_cell or not str(active_cell.get("row_id", "")).startswith("/workload"):
-        return dash.no_update
-    return str(active_cell["row_id"])
+    return row_link(active_cell, "/workload")
 
 
 dash.callback(
