@@ -198,6 +198,9 @@ class RecommendationPolicy(_Section):
     memory_quantile: float = Field(default=0.99, gt=0, le=1)
     high_confidence_hours: float = Field(default=168, ge=0)
     medium_confidence_hours: float = Field(default=24, ge=0)
+    replica_target_util: float = Field(default=0.6, gt=0, le=1)
+    replica_swing_ratio: float = Field(default=3.0, ge=1)
+    reclaim_min_observed_hours: float = Field(default=4, ge=0)
 
 
 class StorageSettings(_Section):

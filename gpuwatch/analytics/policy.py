@@ -31,6 +31,9 @@ class AnalyticsPolicy:
     medium_confidence_hours: float = 24.0
     #: Most replicas ``share_gpu`` suggests for one GPU.
     max_share_replicas: int = 4
+    replica_target_util: float = 0.6
+    replica_swing_ratio: float = 3.0
+    reclaim_min_observed_hours: float = 4.0
 
     @property
     def idle_threshold_ratio(self) -> float:

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.workloads import workload_stats
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.mig import (
     MigProfile,
     compute_slices,
@@ -25,12 +27,14 @@ from gpuwatch.domain.mig import (
     smallest_fitting_profile,
 )
 from gpuwatch.domain.pricing import ON_DEMAND, SPOT, PriceBook
+from gpuwatch.domain.series import StoredDetail
 
 HOURS_PER_MONTH = 730.0
 BATCH_KINDS = frozenset({"Job", "CronJob"})
 KINDS = (
     "reclaim_idle",
     "reduce_gpu_count",
+    "reduce_replicas",
     "use_mig",
     "share_gpu",
     "cheaper_model",
@@ -51,6 +55,40 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class WorkloadMeasures:
+    """One workload's measures over the window: a row of :func:`workload_stats`."""
+
+    cluster: str
+    namespace: str
+    workload_kind: str
+    workload: str
+    gpu_model: Any
+    allocated_gpu_hours: float
+    idle_gpu_hours: float
+    allocated_cost_usd: float
+    observed_hours: float
+    p_util: float
+    p_memory_mib: float
+    pod_gpus: float
+    one_gpu_pods: bool
+    busy_k: float
+    gpus_requested: float
+    pods: int
+    held_p95: float
+    util_sum_p95: float
+    hourly_util_sum_p05: float
+    hourly_util_sum_p95: float
+    hourly_util_sum_p99: float
+    gpu_memory_mib: float
+    whole_gpus: bool
+    node_attribution: bool
+    spot: bool
+    team: Any
+    nodes: tuple[str, ...]
+    mig_profile: Any
+
+
+@dataclass(frozen=True)
 class Context:
     policy: AnalyticsPolicy
     price_book: PriceBook
@@ -58,10 +96,10 @@ class Context:
     resources: dict[tuple[str, str, str, str], str]
 
 
-Rule = Callable[[Any, Context], Finding | None]
+Rule = Callable[[WorkloadMeasures, Context], Finding | None]
 
 
-def _resource(w: Any, ctx: Context) -> str:
+def _resource(w: WorkloadMeasures, ctx: Context) -> str:
     found = ctx.resources.get((w.cluster, w.namespace, w.workload_kind, w.workload))
     if found:
         return found
@@ -74,22 +112,22 @@ def _count(n: float, resource: str) -> str:
     return f"{int(n)} × {resource}"
 
 
-def _memory_need(w: Any, ctx: Context) -> float:
+def _memory_need(w: WorkloadMeasures, ctx: Context) -> float:
     return float(w.p_memory_mib) * ctx.policy.memory_headroom
 
 
-def reclaim_idle(w: Any, ctx: Context) -> Finding | None:
+def reclaim_idle(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     idle_fraction = w.idle_gpu_hours / w.allocated_gpu_hours
     if idle_fraction < ctx.policy.reclaim_idle_fraction:
         return None
-    if w.allocated_gpu_hours < ctx.policy.min_observed_gpu_hours:
+    if w.observed_hours < ctx.policy.reclaim_min_observed_hours:
         return None
     resource = _resource(w, ctx)
     evidence = {"idle_fraction": idle_fraction}
     return Finding("reclaim_idle", _count(w.pod_gpus, resource), _count(0, resource), 1.0, evidence)
 
 
-def reduce_gpu_count(w: Any, ctx: Context) -> Finding | None:
+def reduce_gpu_count(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     n = int(w.pod_gpus)
     k = max(int(w.busy_k), 1)
     if n <= 1 or k >= n:
@@ -98,7 +136,55 @@ def reduce_gpu_count(w: Any, ctx: Context) -> Finding | None:
     return Finding("reduce_gpu_count", _count(n, resource), _count(k, resource), (n - k) / n, {})
 
 
-def _mig_table(w: Any, ctx: Context) -> tuple[MigProfile, ...]:
+def _ceil(value: float) -> int:
+    """⌈value⌉, ignoring float noise just above a whole number."""
+    return math.ceil(value - 1e-9)
+
+
+def _autoscaling(w: WorkloadMeasures, ctx: Context) -> tuple[int, int] | None:
+    """(min, max) replicas when the hourly summed utilization swings, else None."""
+    low, high, top = w.hourly_util_sum_p05, w.hourly_util_sum_p95, w.hourly_util_sum_p99
+    if math.isnan(low) or math.isnan(high) or high <= 0:
+        return None
+    if high < ctx.policy.replica_swing_ratio * low:
+        return None
+    target = ctx.policy.replica_target_util
+    return max(_ceil(low / target), 1), max(_ceil(top / target), 1)
+
+
+def reduce_replicas(w: WorkloadMeasures, ctx: Context) -> Finding | None:
+    """Fewer replicas: the GPUs held at p95 of sample times exceed what the summed use needs."""
+    if w.pods < 2 or math.isnan(w.held_p95) or math.isnan(w.util_sum_p95):
+        return None
+    per_pod = max(int(w.pod_gpus), 1)
+    if w.gpus_requested < 2 * per_pod:  # never two pods at once
+        return None
+    held = int(w.held_p95)
+    need = max(_ceil(w.util_sum_p95 / ctx.policy.replica_target_util), 1)
+    if need > held - 1:
+        return None
+    resource = _resource(w, ctx)
+    replicas = (max(_ceil(held / per_pod), 1), max(_ceil(need / per_pod), 1))
+    suggested = f"{replicas[1]} replicas × {_count(per_pod, resource)}"
+    evidence: dict[str, Any] = {
+        "gpus_held_p95": held,
+        "util_sum_p95": round(w.util_sum_p95, 4),
+        "replica_target_util": ctx.policy.replica_target_util,
+        "gpus_needed": need,
+        "hourly_util_sum_p05": round(w.hourly_util_sum_p05, 4),
+        "hourly_util_sum_p95": round(w.hourly_util_sum_p95, 4),
+        "hourly_util_sum_p99": round(w.hourly_util_sum_p99, 4),
+    }
+    scaling = _autoscaling(w, ctx)
+    if scaling is not None:
+        low, high = (max(_ceil(n / per_pod), 1) for n in scaling)
+        suggested += f", autoscaled {low}–{high} replicas"
+        evidence |= {"autoscale_min_replicas": low, "autoscale_max_replicas": high}
+    current = f"{replicas[0]} replicas × {_count(per_pod, resource)}"
+    return Finding("reduce_replicas", current, suggested, (held - need) / held, evidence)
+
+
+def _mig_table(w: WorkloadMeasures, ctx: Context) -> tuple[MigProfile, ...]:
     table = mig_profiles(w.gpu_model)
     if table:
         return table
@@ -108,7 +194,7 @@ def _mig_table(w: Any, ctx: Context) -> tuple[MigProfile, ...]:
     return ()
 
 
-def use_mig(w: Any, ctx: Context) -> Finding | None:
+def use_mig(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if not (w.one_gpu_pods and w.whole_gpus) or math.isnan(w.p_memory_mib):
         return None
     table = _mig_table(w, ctx)
@@ -122,7 +208,7 @@ def use_mig(w: Any, ctx: Context) -> Finding | None:
     return Finding("use_mig", _count(1, _resource(w, ctx)), profile.resource, fraction, evidence)
 
 
-def share_gpu(w: Any, ctx: Context) -> Finding | None:
+def share_gpu(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if not (w.one_gpu_pods and w.whole_gpus) or _mig_table(w, ctx):
         return None
     if math.isnan(w.p_memory_mib) or math.isnan(w.gpu_memory_mib):
@@ -140,7 +226,7 @@ def share_gpu(w: Any, ctx: Context) -> Finding | None:
     return Finding("share_gpu", current, suggested, 1 - 1 / replicas, {"replicas": replicas})
 
 
-def cheaper_model(w: Any, ctx: Context) -> Finding | None:
+def cheaper_model(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if not w.whole_gpus or math.isnan(w.p_memory_mib):
         return None
     if w.p_util > ctx.policy.cheaper_max_util_pct / 100:
@@ -162,7 +248,7 @@ def cheaper_model(w: Any, ctx: Context) -> Finding | None:
     return Finding("cheaper_model", str(w.gpu_model), model, 1 - price / current, evidence)
 
 
-def use_spot(w: Any, ctx: Context) -> Finding | None:
+def use_spot(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if w.workload_kind not in BATCH_KINDS or w.spot:
         return None
     on_demand = ctx.price_book.usd_per_gpu_hour(w.gpu_model, ON_DEMAND)
@@ -175,7 +261,7 @@ def use_spot(w: Any, ctx: Context) -> Finding | None:
     )
 
 
-def memory_risk(w: Any, ctx: Context) -> Finding | None:
+def memory_risk(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if math.isnan(w.p_memory_mib) or math.isnan(w.gpu_memory_mib) or w.gpu_memory_mib <= 0:
         return None
     if w.p_memory_mib < ctx.policy.memory_risk_pct / 100 * w.gpu_memory_mib:
@@ -187,6 +273,7 @@ def memory_risk(w: Any, ctx: Context) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     reclaim_idle,
     reduce_gpu_count,
+    reduce_replicas,
     use_mig,
     share_gpu,
     cheaper_model,
@@ -195,7 +282,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def confidence(w: Any, policy: AnalyticsPolicy) -> str:
+def confidence(w: WorkloadMeasures, policy: AnalyticsPolicy) -> str:
     """``high``: enough hours with pod-level attribution; ``medium``; else ``low``."""
     if w.node_attribution:
         return "low"
@@ -210,7 +297,9 @@ def _quantile_key(q: float) -> str:
     return f"p{q * 100:g}"
 
 
-def base_evidence(w: Any, policy: AnalyticsPolicy, window_hours: float) -> dict[str, Any]:
+def base_evidence(
+    w: WorkloadMeasures, policy: AnalyticsPolicy, data_hours: float
+) -> dict[str, Any]:
     """The numbers behind every recommendation of a workload."""
 
     def num(value: float) -> float | None:
@@ -224,15 +313,18 @@ def base_evidence(w: Any, policy: AnalyticsPolicy, window_hours: float) -> dict[
         f"{_quantile_key(policy.memory_quantile)}_memory_mib": num(w.p_memory_mib),
         "gpu_memory_mib": num(w.gpu_memory_mib),
         "gpus_per_pod": int(w.pod_gpus),
+        "gpus_requested": int(w.gpus_requested),
         f"busy_gpus_{_quantile_key(policy.busy_quantile)}": int(w.busy_k),
         "pods": int(w.pods),
         "cost_usd": num(w.allocated_cost_usd),
-        "window_hours": num(window_hours),
+        "data_hours": num(data_hours),
         "attribution": "node" if w.node_attribution else "pod",
     }
 
 
-def _row(w: Any, finding: Finding, ctx: Context, window_hours: float) -> dict[str, Any]:
+def _row(
+    w: WorkloadMeasures, finding: Finding, ctx: Context, window_hours: float
+) -> dict[str, Any]:
     rate = w.allocated_cost_usd / window_hours if window_hours > 0 else 0.0
     evidence = base_evidence(w, ctx.policy, window_hours) | finding.evidence
     return {
@@ -266,13 +358,26 @@ def sort_recommendations(frame: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns="_kind").reset_index(drop=True)
 
 
-def recommend_from_stats(stats: pd.DataFrame, ctx: Context, window_hours: float) -> pd.DataFrame:
-    """Apply every rule to every workload of :func:`workload_stats`."""
+def findings(w: WorkloadMeasures, ctx: Context) -> list[Finding]:
+    """Every rule that fires for ``w``; when ``reclaim_idle`` fires, the GPUs are to be given
+    back, so the other saving kinds (a smaller or cheaper GPU …) are left out."""
+    found = [f for rule in RULES if (f := rule(w, ctx)) is not None]
+    if found and found[0].kind == "reclaim_idle":
+        return [f for f in found if f.kind == "reclaim_idle" or f.fraction_saved == 0]
+    return found
+
+
+def measures(stats: pd.DataFrame) -> list[WorkloadMeasures]:
+    """The rows of :func:`workload_stats` as typed records."""
+    names = [f.name for f in fields(WorkloadMeasures)]
+    return [WorkloadMeasures(*row) for row in stats[names].itertuples(index=False)]
+
+
+def recommend_from_stats(stats: pd.DataFrame, ctx: Context, data_hours: float) -> pd.DataFrame:
+    """Apply every rule to every workload of :func:`workload_stats`; monthly savings are the
+    cost per hour with data (``data_hours``) × 730."""
     rows = [
-        _row(w, finding, ctx, window_hours)
-        for w in stats.itertuples(index=False)
-        for rule in RULES
-        if (finding := rule(w, ctx)) is not None
+        _row(w, finding, ctx, data_hours) for w in measures(stats) for finding in findings(w, ctx)
     ]
     if not rows:
         return empty_recommendations()
@@ -306,10 +411,24 @@ def recommend(
     *,
     gpus: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
+    detail: StoredDetail | None = None,
 ) -> pd.DataFrame:
-    """Recommendations for the window ``[start_ts, end_ts)`` from raw (or costed) samples."""
+    """Recommendations for the window ``[start_ts, end_ts)`` from raw samples (or hourly
+    roll-ups with their ``detail``); monthly savings per hour of the window's data span."""
     window = samples[(samples["ts"] >= start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(window, pods, price_book)
-    stats = workload_stats(costed, policy, price_book, gpus)
+    stats = workload_stats(costed, policy, price_book, gpus, detail)
     ctx = Context(policy, price_book, mig_capable_nodes(nodes), workload_resources(pods))
-    return recommend_from_stats(stats, ctx, (end_ts - start_ts) / 3600.0)
+    return recommend_from_stats(stats, ctx, data_span_hours(window, start_ts, end_ts))
+
+
+def data_span_hours(samples: pd.DataFrame, start_ts: int, end_ts: int) -> float:
+    """Hours of the window that its data spans: from the first sample (or the start) to the
+    end of the last sample's step (or the end); the window's hours when it has no sample."""
+    if samples.empty:
+        return (end_ts - start_ts) / 3600.0
+    ts = samples["ts"].to_numpy(dtype="int64")
+    step = samples["step_s"].to_numpy(dtype="int64")
+    first = max(int(ts.min()), start_ts)
+    last = min(int((ts + np.where(c.SAMPLES in samples, HOUR_S, step)).max()), end_ts)
+    return max(last - first, 0) / 3600.0

@@ -3,7 +3,8 @@
 A workload is (cluster, namespace, workload kind, workload, GPU model). Populations follow the
 contract: GPU counts are per pod; the busy-GPU count is taken per pod at each sample time and
 its quantile over time is the pod's ``k`` (the workload's ``k`` is its pods' max); utilization and
-memory quantiles pool every allocated sample of the workload.
+memory quantiles pool every allocated sample of the workload. Quantiles and counts come from
+:mod:`gpuwatch.analytics.measures`, the same at every storage resolution.
 """
 
 from __future__ import annotations
@@ -15,92 +16,31 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import NODE_ATTRIBUTION
-from gpuwatch.analytics.grouping import group_ids, pair_ids, top_label
+from gpuwatch.analytics.grouping import group_ids, top_label
+from gpuwatch.analytics.measures import (
+    MEASURE_COLUMNS,
+    LoadDetail,
+    PodDetail,
+    detail_from_rows,
+    detail_from_store,
+    merge_loads,
+    merge_pods,
+    workload_measures,
+)
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.summary import as_text, idle_fraction
 from gpuwatch.domain.mig import parse_profile
 from gpuwatch.domain.pricing import PriceBook, is_spot
+from gpuwatch.domain.series import StoredDetail
 
 KEYS = list(c.WORKLOAD_KEYS)
 POD_KEYS = [*KEYS, "pod"]  # a pod, within one workload row (one GPU model)
-
-
-def discrete_quantile(
-    values: np.ndarray, groups: np.ndarray, n_groups: int, q: float
-) -> np.ndarray:
-    """Per group, the smallest observed value with at least ``q`` of the values at or below it."""
-    order = np.lexsort((values, groups))
-    counts = np.bincount(groups, minlength=n_groups)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    pos = np.maximum(np.ceil(counts * q).astype("int64") - 1, 0)
-    result = np.full(n_groups, np.nan)
-    present = counts > 0
-    result[present] = values[order][starts[present] + pos[present]]
-    return result
 
 
 def _linear_quantile(values: pd.Series, ids: np.ndarray, n: int, q: float) -> np.ndarray:
     frame = pd.DataFrame({"g": ids, "v": values.to_numpy(dtype="float64", na_value=np.nan)})
     quantiles = frame.dropna().groupby("g")["v"].quantile(q)
     return quantiles.reindex(range(n)).to_numpy(dtype="float64")
-
-
-def _ts_codes(rows: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """Dense codes of the sample instants (the grid is regular: cheap arithmetic, no hashing)."""
-    ts = rows["ts"].to_numpy(dtype="int64")
-    step = int(np.gcd.reduce(np.unique(rows["step_s"].to_numpy(dtype="int64")))) or 1
-    start = int(ts.min())
-    codes = (ts - start) // step
-    if not np.array_equal(codes * step + start, ts):  # off the grid: hash instead
-        codes, uniques = pd.factorize(ts)
-        return codes.astype("int64"), len(uniques)
-    return codes, int(codes.max()) + 1
-
-
-def _group_max(groups: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
-    out = np.zeros(n)
-    np.maximum.at(out, groups, values)
-    return out
-
-
-def _pod_stats(
-    rows: pd.DataFrame, wid: np.ndarray, pid: np.ndarray, threshold: float, q: float
-) -> pd.DataFrame:
-    """Per pod: its workload, GPUs (limits else most units held at once) and busy quantile k."""
-    pod_first = np.flatnonzero(np.diff(np.maximum.accumulate(pid), prepend=-1) > 0)
-    n_pods = len(pod_first)
-    ts_codes, ts_size = _ts_codes(rows)
-    pair, first = pair_ids(pid, ts_codes, ts_size)
-    # A raw sample is busy at or above the threshold; an hourly row when any of it was.
-    busy_flags = (idle_fraction(rows, threshold) < 1.0).astype("float64")
-    busy = np.bincount(pair, busy_flags, len(first))
-    held = np.bincount(pair, minlength=len(first)).astype("float64")
-    pod_of = pid[first]
-    k = discrete_quantile(busy, pod_of, n_pods, q)
-    held_max = _group_max(pod_of, n_pods, held)
-    limits = rows["pod_gpu_count"].to_numpy(dtype="float64", na_value=np.nan)[pod_first]
-    gpus = np.where(np.isnan(limits) | (limits <= 0), held_max, limits)
-    return pd.DataFrame({"wid": wid[pod_first], "gpus": gpus, "k": k})
-
-
-def _gpus_requested(
-    rows: pd.DataFrame, wid: np.ndarray, pid: np.ndarray, pods: pd.DataFrame, n: int
-) -> np.ndarray:
-    """Per workload: the most GPUs its pods held at once (pod limits, else units attributed).
-
-    On hourly roll-ups a pod counts for the share of the hour it held its units (pods that
-    follow each other within an hour do not add up), and the result is rounded.
-    """
-    ts, ts_size = _ts_codes(rows)
-    pair, first = pair_ids(pid, ts, ts_size)  # one row per (pod, sample time)
-    gpus = pods["gpus"].to_numpy(dtype="float64")[pid[first]]
-    if c.SAMPLES in rows.columns:
-        held_s = _group_max(pair, len(first), rows["step_s"].to_numpy(dtype="float64"))
-        gpus = gpus * np.minimum(held_s / 3600.0, 1.0)
-    at_ts, at_first = pair_ids(wid[first], ts[first], ts_size)
-    per_ts = np.bincount(at_ts, gpus, len(at_first))
-    most = _group_max(wid[first][at_first], n, per_ts)
-    return np.round(most) if c.SAMPLES in rows.columns else most
 
 
 def _memory_total(
@@ -144,38 +84,44 @@ def _add_sums(out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, threshold:
     out["allocated_gpu_hours"] = np.bincount(wid, hours, n)
     out["idle_gpu_hours"] = np.bincount(wid, idle, n)
     out["allocated_cost_usd"] = np.bincount(wid, hours * price, n)
-    pair, first = pair_ids(wid, *_ts_codes(rows))
-    step_h = _group_max(pair, len(first), rows["step_s"].to_numpy(dtype="float64") / 3600.0)
-    out["observed_hours"] = np.bincount(wid[first], step_h, n)
 
 
-def _add_quantiles(
+def _detail(
+    rows: pd.DataFrame,
+    out: pd.DataFrame,
+    wid: np.ndarray,
+    threshold: float,
+    stored: StoredDetail | None,
+) -> tuple[PodDetail, LoadDetail]:
+    """The workloads' detail: stored where the roll-ups have it, else from the rows."""
+    pid, _ = group_ids(rows[POD_KEYS])
+    if stored is None:
+        return detail_from_rows(rows, wid, pid, threshold)
+    keys = {tuple(map(str, k)): i for i, k in enumerate(out[KEYS].itertuples(index=False))}
+    pods = rows[["pod_id", "pod_gpu_count"]].assign(wid=wid).dropna(subset=["pod_id"])
+    pods = pods.drop_duplicates("pod_id")
+    pod_wid = dict(zip(pods["pod_id"].astype(int), pods["wid"].astype(int), strict=True))
+    asks = pods["pod_gpu_count"].astype("float64").fillna(0.0)
+    pod_requested = dict(zip(pods["pod_id"].astype(int), asks, strict=True))
+    from_store = detail_from_store(stored, keys, pod_wid, pod_requested)
+    covered = np.zeros(len(out), dtype=bool)
+    covered[from_store[1].wid] = True
+    rest = ~covered[wid]
+    from_rows = detail_from_rows(rows[rest], wid[rest], pid[rest], threshold)
+    return merge_pods(from_store[0], from_rows[0]), merge_loads(from_store[1], from_rows[1])
+
+
+def _add_measures(
     out: pd.DataFrame,
     rows: pd.DataFrame,
     wid: np.ndarray,
-    memory: pd.Series,
     policy: AnalyticsPolicy,
+    stored: StoredDetail | None,
 ) -> None:
-    n = len(out)
-    out["p_util"] = _linear_quantile(rows[c.UTIL], wid, n, policy.util_quantile)
-    out["p_memory_mib"] = _linear_quantile(rows["fb_used_mib"], wid, n, policy.memory_quantile)
-    out["gpu_memory_mib"] = _linear_quantile(memory, wid, n, 0.5)
-
-
-def _add_pod_columns(
-    out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, policy: AnalyticsPolicy
-) -> None:
-    n = len(out)
-    pid, _ = group_ids(rows[POD_KEYS])
-    pods = _pod_stats(rows, wid, pid, policy.idle_threshold_ratio, policy.busy_quantile)
-    per_w = pods.groupby("wid").agg(
-        gpus=("gpus", "max"), min_gpus=("gpus", "min"), k=("k", "max"), pods=("k", "size")
-    )
-    out["pod_gpus"] = _reindexed(per_w["gpus"], n)
-    out["one_gpu_pods"] = _reindexed(per_w["gpus"].eq(1) & per_w["min_gpus"].eq(1), n)
-    out["busy_k"] = _reindexed(per_w["k"], n)
-    out["gpus_requested"] = _gpus_requested(rows, wid, pid, pods, n)
-    out["pods"] = _reindexed(per_w["pods"], n)
+    pods, loads = _detail(rows, out, wid, policy.idle_threshold_ratio, stored)
+    measures = workload_measures(pods, loads, len(out), policy)
+    for name in MEASURE_COLUMNS:
+        out[name] = measures[name].to_numpy()
 
 
 def _add_facts(out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, first: np.ndarray) -> None:
@@ -203,16 +149,22 @@ def workload_stats(
     policy: AnalyticsPolicy,
     price_book: PriceBook,
     gpus: pd.DataFrame | None = None,
+    detail: StoredDetail | None = None,
 ) -> pd.DataFrame:
-    """One row per workload of the allocated samples with data: keys, then STAT_COLUMNS."""
+    """One row per workload of the allocated samples with data: keys, then STAT_COLUMNS.
+
+    ``detail``: the stored detail of the window when ``costed`` holds hourly roll-ups; the
+    quantiles and counts are then read from it (rows it lacks fall back to the roll-ups).
+    """
     rows = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)].reset_index(drop=True)
     if rows.empty:
         return pd.DataFrame(columns=[*KEYS, *STAT_COLUMNS])
     wid, first = group_ids(rows[KEYS])
     out = as_text(rows.loc[first, KEYS].reset_index(drop=True), KEYS)
     _add_sums(out, rows, wid, policy.idle_threshold_ratio)
-    _add_quantiles(out, rows, wid, _memory_total(rows, gpus, price_book), policy)
-    _add_pod_columns(out, rows, wid, policy)
+    memory = _memory_total(rows, gpus, price_book)
+    out["gpu_memory_mib"] = _linear_quantile(memory, wid, len(out), 0.5)
+    _add_measures(out, rows, wid, policy, detail if c.SAMPLES in rows.columns else None)
     _add_facts(out, rows, wid, first)
     return out[[*KEYS, *STAT_COLUMNS]]
 
@@ -221,15 +173,8 @@ STAT_COLUMNS = (
     "allocated_gpu_hours",
     "idle_gpu_hours",
     "allocated_cost_usd",
-    "observed_hours",
-    "p_util",
-    "p_memory_mib",
+    *MEASURE_COLUMNS,
     "gpu_memory_mib",
-    "pod_gpus",
-    "one_gpu_pods",
-    "busy_k",
-    "gpus_requested",
-    "pods",
     "whole_gpus",
     "node_attribution",
     "spot",

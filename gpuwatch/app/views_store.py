@@ -113,6 +113,7 @@ def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
             data.policy,
             start_ts,
             nodes=inputs.nodes,
+            detail=inputs.detail,
         )
 
     return snap.memo(("weekly", week), compute, pin=True)

@@ -73,6 +73,7 @@ def report_weekly(
         policy_from(app.settings),
         start_ts,
         nodes=data.nodes,
+        detail=data.detail,
     )
     _write(render_csv(frame), out)
 
@@ -116,6 +117,7 @@ def recommend_command(
         data.end_ts,
         gpus=data.gpus,
         nodes=data.nodes,
+        detail=data.detail,
     )
     renderers = {"table": render_table, "csv": render_recommendations_csv, "json": render_json}
     click.echo(renderers[fmt](frame), nl=fmt == "table")

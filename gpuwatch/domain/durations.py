@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+#: Seconds in an hour, a day and a week (UTC has no leap seconds in epoch time).
+HOUR_S = 3600
+DAY_S = 86400
+WEEK_S = 604800
+
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 

@@ -14,7 +14,8 @@ from sqlalchemy import Engine
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.config import Settings
 from gpuwatch.domain.pricing import PriceBook, build_price_book
-from gpuwatch.store import repository
+from gpuwatch.domain.series import StoredDetail
+from gpuwatch.store import repository, repository_detail
 from gpuwatch.store.models import HOUR_S
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class Inputs:
     gpus: pd.DataFrame
     nodes: pd.DataFrame
     resolution: str = "raw"
+    #: The roll-ups' recommendation detail, read with hourly roll-ups (None with raw samples).
+    detail: StoredDetail | None = None
 
 
 def price_book_from(settings: Settings) -> PriceBook:
@@ -67,6 +70,12 @@ def choose_resolution(
     raw = repository.has_samples(engine, start_ts, end_ts)
     if raw and not repository.has_hourly(engine, first, last):
         return "raw"
+    if raw and not repository_detail.has_detail(engine, first, last):
+        log.warning(
+            "the hourly roll-ups of this window lack the recommendation detail; reading raw "
+            "samples instead. Run `gpuwatch db rollup` to add it."
+        )
+        return "raw"
     built_at = repository.rollup_idle_util_pct(engine)
     if built_at is not None and abs(built_at - idle_util_pct) > 1e-9:
         log.warning(
@@ -94,9 +103,11 @@ def load_inputs(
     or ``auto`` (:func:`choose_resolution`).
     """
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
+    detail = None
     if chosen == "hourly":
         start_ts, end_ts = _hour_window(start_ts, end_ts)
         samples = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
+        detail = repository_detail.load_detail(engine, start_ts, end_ts)
     else:
         samples = repository.load_samples(engine, start_ts, end_ts, health=False)
     return Inputs(
@@ -107,4 +118,5 @@ def load_inputs(
         gpus=repository.load_gpus(engine),
         nodes=repository.load_nodes(engine),
         resolution=chosen,
+        detail=detail,
     )

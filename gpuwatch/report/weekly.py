@@ -29,6 +29,7 @@ from gpuwatch.analytics.render import neutralise
 from gpuwatch.analytics.summary import as_text, sample_measures
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.pricing import PriceBook
+from gpuwatch.domain.series import StoredDetail
 
 WEEK_S = 7 * 86400
 IDLE_NAMESPACE = "__idle__"
@@ -122,7 +123,7 @@ def _workload_rows(
     if held.empty:
         return pd.DataFrame()
     sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
-    stats = workload_stats(held, policy, price_book, context["gpus"])
+    stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
     best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / 3600.0))
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
@@ -173,6 +174,7 @@ def weekly_report(
     week_start_ts: int,
     *,
     nodes: pd.DataFrame | None = None,
+    detail: StoredDetail | None = None,
 ) -> pd.DataFrame:
     """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
 
@@ -183,7 +185,7 @@ def weekly_report(
     end_ts = week_start_ts + WEEK_S
     week = samples[(samples["ts"] >= week_start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(week, pods, price_book)
-    context = {"gpus": gpus, "nodes": nodes}
+    context = {"gpus": gpus, "nodes": nodes, "detail": detail}
     parts = [
         _workload_rows(costed, pods, price_book, policy, context),
         _idle_rows(costed, policy.idle_threshold_ratio),

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -238,6 +239,53 @@ class GpuSampleHourly(Base):
     power_n: Mapped[int] = mapped_column(Integer)
     temp_max_c: Mapped[float | None] = mapped_column(Float)
     xid: Mapped[int | None] = mapped_column(Integer)
+
+
+class PodSampleHourly(Base):
+    """One pod's samples of one hour, as mergeable histograms (docs/storage.md#detail).
+
+    ``busy_hist``: its units at or above the idle threshold at each sample time; ``util_hist``
+    and ``fb_used_hist``: every sample's utilization and framebuffer bins
+    (:mod:`gpuwatch.domain.sketch`). ``data_s``: Σ step over its sample times with data;
+    ``held_max``: most of its units with data at one sample time; ``gpu_model``: its units'.
+    """
+
+    __tablename__ = "pod_samples_hourly"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    hour_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    pod_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpu_model: Mapped[str | None] = mapped_column(String(128))
+    data_s: Mapped[int] = mapped_column(Integer)
+    held_max: Mapped[int] = mapped_column(Integer)
+    busy_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    util_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    fb_used_hist: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class WorkloadSampleHourly(Base):
+    """One workload's sample times of one hour, as mergeable histograms (docs/storage.md#detail).
+
+    The workload is its pods' top owner and GPU model as stored when the hour was rolled up
+    (``gpu_model`` '' when unknown). ``held_hist``: GPUs its pods hold at one sample time (pod
+    limits, else units with data); ``util_sum_hist``: the summed utilization bins of its units
+    at one sample time; ``util_sum_bin_s``: Σ over its sample times of those bins × step;
+    ``data_s``: Σ step over its sample times with data.
+    """
+
+    __tablename__ = "workload_samples_hourly"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    hour_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    workload_kind: Mapped[str] = mapped_column(String(64), primary_key=True)
+    workload_name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    gpu_model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    data_s: Mapped[int] = mapped_column(Integer)
+    util_sum_bin_s: Mapped[int] = mapped_column(BigInteger)
+    held_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    util_sum_hist: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class RollupState(Base):

@@ -14,7 +14,16 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
-from gpuwatch.store.models import HOUR_S, NO_POD, GpuSample, GpuSampleHourly, RollupState
+from gpuwatch.store import rollup_detail
+from gpuwatch.store.models import (
+    HOUR_S,
+    NO_POD,
+    GpuSample,
+    GpuSampleHourly,
+    PodSampleHourly,
+    RollupState,
+    WorkloadSampleHourly,
+)
 from gpuwatch.store.writer import SampleColumns
 
 #: ``rollup_state`` has one row.
@@ -99,8 +108,10 @@ def roll_up(conn: Connection, start_ts: int, end_ts: int) -> int:
     first, last = hour_floor(int(start_ts)), hour_ceil(int(end_ts))
     hours = (GpuSampleHourly.hour_ts >= first) & (GpuSampleHourly.hour_ts < last)
     conn.execute(delete(GpuSampleHourly).where(hours))
-    params = {"idle_ratio": idle_util_pct(conn) / 100.0, "start_ts": first, "end_ts": last}
+    idle_ratio = idle_util_pct(conn) / 100.0
+    params = {"idle_ratio": idle_ratio, "start_ts": first, "end_ts": last}
     result = conn.execute(text(_ROLL_UP_SQL), params)
+    rollup_detail.roll_up_range(conn, first, last, idle_ratio)
     return max(int(result.rowcount or 0), 0)
 
 
@@ -215,10 +226,15 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
         in_fresh = GpuSampleHourly.hour_ts.in_(sorted(np.unique(hours[fresh]).tolist()))
         mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
         conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
-        columns = hourly_rows(mine, idle_util_pct(conn) / 100.0)
+        idle_ratio = idle_util_pct(conn) / 100.0
+        columns = hourly_rows(mine, idle_ratio)
         records = _records(columns)
         _insert_rows(conn, list(columns), records)
         rows += len(records)
+        held = rollup_detail.held_samples(
+            mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
+        )
+        rollup_detail.roll_up_samples(conn, held, idle_ratio)
     return rows
 
 
@@ -256,6 +272,8 @@ def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) 
     hourly_cut = hour_floor(int(now_ts) - max(int(hourly_keep_s), int(raw_keep_s)))
     raw = conn.execute(delete(GpuSample).where(GpuSample.ts < raw_cut))
     old = conn.execute(delete(GpuSampleHourly).where(GpuSampleHourly.hour_ts < hourly_cut))
+    conn.execute(delete(PodSampleHourly).where(PodSampleHourly.hour_ts < hourly_cut))
+    conn.execute(delete(WorkloadSampleHourly).where(WorkloadSampleHourly.hour_ts < hourly_cut))
     state = read_state(conn)
     threshold = DEFAULT_IDLE_UTIL_PCT if state is None else state.idle_util_pct
     updated = now_ts if state is None else state.updated_ts

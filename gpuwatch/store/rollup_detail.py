@@ -1,0 +1,230 @@
+"""The per-hour detail behind recommendations: pod and workload histograms (docs/storage.md).
+
+Rolled up with the hourly sums, in the same transaction, by :mod:`gpuwatch.store.rollup`:
+:func:`roll_up_range` from the raw samples of whole hours, :func:`roll_up_samples` from samples
+just written to hours that held none before. The arithmetic is
+:mod:`gpuwatch.domain.series`, the same the analytics run on raw samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, and_, delete, insert, select, tuple_
+
+from gpuwatch.domain import series, sketch
+from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.store.models import Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
+
+_CHUNK = 500  # ids per IN (...) list
+_RAW_SQL = (
+    "SELECT gpu_id, ts, step_s, pod_id, util_ratio, fb_used_mib FROM gpu_samples "
+    "WHERE ts >= {m} AND ts < {m} AND pod_id IS NOT NULL AND util_ratio IS NOT NULL"
+)
+_WORKLOAD_KEY = ("cluster_id", "namespace", "workload_kind", "workload_name", "gpu_model")
+
+
+@dataclass(frozen=True)
+class HeldSamples:
+    """Samples with a utilization reading that a pod holds, column by column."""
+
+    gpu_id: np.ndarray
+    ts: np.ndarray
+    step_s: np.ndarray
+    pod_id: np.ndarray
+    util_ratio: np.ndarray
+    fb_used_mib: np.ndarray
+
+    def where(self, mask: np.ndarray) -> HeldSamples:
+        return HeldSamples(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+
+def held_samples(
+    gpu_id: np.ndarray,
+    ts: np.ndarray,
+    step_s: np.ndarray,
+    pod_id: np.ndarray,
+    util_ratio: np.ndarray,
+    fb_used_mib: np.ndarray,
+) -> HeldSamples:
+    """The entries of sample columns (NaN: missing) that a pod holds with a reading."""
+    pod = np.asarray(pod_id, np.float64)
+    util = np.asarray(util_ratio, np.float64)
+    keep = ~np.isnan(pod) & ~np.isnan(util)
+    return HeldSamples(
+        np.asarray(gpu_id, np.int64)[keep],
+        np.asarray(ts, np.int64)[keep],
+        np.asarray(step_s, np.int64)[keep],
+        pod[keep].astype(np.int64),
+        util[keep],
+        np.asarray(fb_used_mib, np.float64)[keep],
+    )
+
+
+def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
+    for at in range(0, len(ids), _CHUNK):
+        yield list(ids[at : at + _CHUNK])
+
+
+def _pod_facts(conn: Connection, pod_ids: np.ndarray) -> dict[int, tuple[Any, ...]]:
+    """Per pod id: (cluster_id, namespace, workload kind, workload name, gpu_count, uid)."""
+    cols = (Pod.id, Pod.cluster_id, Pod.namespace, Pod.workload_kind, Pod.workload_name,
+            Pod.gpu_count, Pod.uid)  # fmt: skip
+    facts: dict[int, tuple[Any, ...]] = {}
+    for chunk in _chunks(np.unique(pod_ids).tolist()):
+        for row in conn.execute(select(*cols).where(Pod.id.in_(chunk))):
+            facts[int(row[0])] = tuple(row[1:])
+    return facts
+
+
+def _models(conn: Connection, gpu_ids: np.ndarray) -> dict[int, str]:
+    models: dict[int, str] = {}
+    for chunk in _chunks(np.unique(gpu_ids).tolist()):
+        for gid, model in conn.execute(select(Gpu.id, Gpu.model_name).where(Gpu.id.in_(chunk))):
+            models[int(gid)] = model or ""
+    return models
+
+
+def holds_gpus(gpu_count: int, uid: str) -> bool:
+    """Whether a pod row can hold GPUs: not one the API shows requesting none."""
+    return not (int(gpu_count) == 0 and uid != "")
+
+
+@dataclass(frozen=True)
+class Detail:
+    """The detail rows of some samples, ready to insert."""
+
+    pods: list[dict[str, Any]]
+    workloads: list[dict[str, Any]]
+
+
+def compute(conn: Connection, samples: HeldSamples, idle_ratio: float) -> Detail:
+    """The pod-hour and workload-hour rows of ``samples`` (whole hours of their pods)."""
+    facts = _pod_facts(conn, samples.pod_id)
+    pod_ids, pod_codes = np.unique(samples.pod_id, return_inverse=True)
+    holding = np.array(
+        [p in facts and holds_gpus(facts[p][4], facts[p][5]) for p in pod_ids.tolist()], bool
+    )
+    samples = samples.where(holding[pod_codes])
+    if not len(samples.ts):
+        return Detail([], [])
+    pod_ids, pod_codes = np.unique(samples.pod_id, return_inverse=True)
+    gpu_ids, gpu_codes = np.unique(samples.gpu_id, return_inverse=True)
+    models = _models(conn, gpu_ids)
+    model_names, model_of_gpu = np.unique(
+        np.array([models.get(g, "") for g in gpu_ids.tolist()], dtype=object).astype(str),
+        return_inverse=True,
+    )
+    model_codes = model_of_gpu[gpu_codes]
+    pairs, pair_codes = np.unique(pod_codes * len(model_names) + model_codes, return_inverse=True)
+    index: dict[tuple[Any, ...], int] = {}
+    pair_workload = [
+        index.setdefault(
+            (*facts[int(pod_ids[pair // len(model_names)])][:4],
+             str(model_names[pair % len(model_names)])),
+            len(index),
+        )
+        for pair in pairs.tolist()
+    ]  # fmt: skip
+    workload_codes = np.asarray(pair_workload, np.int64)[pair_codes]
+    pods = series.pod_hours(pod_codes, samples.ts, samples.step_s, samples.util_ratio,
+                            samples.fb_used_mib, idle_ratio)  # fmt: skip
+    requested = np.array([float(facts[int(p)][4]) for p in pod_ids.tolist()])
+    loads = series.workload_hours(workload_codes, pod_codes, samples.ts, samples.step_s,
+                                  samples.util_ratio, requested)  # fmt: skip
+    first = np.unique(pod_codes, return_index=True)[1]
+    pod_model = [str(model_names[model_codes[i]]) for i in first.tolist()]
+    return Detail(_pod_rows(pods, pod_ids, pod_model), _workload_rows(loads, list(index)))
+
+
+def _blobs(hist: series.Histograms, n_rows: int) -> list[bytes]:
+    return sketch.encode_rows(n_rows, hist.rows, hist.bins, hist.counts)
+
+
+def _pod_rows(
+    pods: series.PodHours, pod_ids: np.ndarray, pod_model: list[str]
+) -> list[dict[str, Any]]:
+    n = len(pods.pod)
+    busy, util, fb = (_blobs(h, n) for h in (pods.busy, pods.util, pods.fb_used))
+    return [
+        {
+            "hour_ts": int(pods.hour_ts[i]),
+            "pod_id": int(pod_ids[int(pods.pod[i])]),
+            "gpu_model": pod_model[int(pods.pod[i])] or None,
+            "data_s": int(pods.data_s[i]),
+            "held_max": int(pods.held_max[i]),
+            "busy_hist": busy[i],
+            "util_hist": util[i],
+            "fb_used_hist": fb[i],
+        }
+        for i in range(n)
+    ]
+
+
+def _workload_rows(loads: series.WorkloadHours, keys: list[Any]) -> list[dict[str, Any]]:
+    n = len(loads.workload)
+    held, util_sum = _blobs(loads.held, n), _blobs(loads.util_sum, n)
+    return [
+        {
+            "hour_ts": int(loads.hour_ts[i]),
+            **dict(zip(_WORKLOAD_KEY, keys[int(loads.workload[i])], strict=True)),
+            "data_s": int(loads.data_s[i]),
+            "util_sum_bin_s": int(loads.util_sum_bin_s[i]),
+            "held_hist": held[i],
+            "util_sum_hist": util_sum[i],
+        }
+        for i in range(n)
+    ]
+
+
+def _insert(conn: Connection, detail: Detail) -> int:
+    if detail.pods:
+        conn.execute(insert(PodSampleHourly), detail.pods)
+    if detail.workloads:
+        conn.execute(insert(WorkloadSampleHourly), detail.workloads)
+    return len(detail.pods) + len(detail.workloads)
+
+
+def read_held(conn: Connection, start_ts: int, end_ts: int) -> HeldSamples:
+    """The held samples with a reading in ``[start_ts, end_ts)``, from ``gpu_samples``."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cursor = conn.connection.cursor()  # plain tuples: numpy reads them fast
+    try:
+        cursor.execute(_RAW_SQL.format(m=mark), (int(start_ts), int(end_ts)))
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    m = np.array(rows, dtype=np.float64).reshape(-1, 6)
+    return held_samples(m[:, 0], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5])
+
+
+def roll_up_range(conn: Connection, first_hour: int, end_hour: int, idle_ratio: float) -> int:
+    """Rebuild the detail of the whole hours in ``[first_hour, end_hour)``; returns rows."""
+    for table in (PodSampleHourly, WorkloadSampleHourly):
+        hours = table.__table__.c.hour_ts
+        conn.execute(delete(table).where(hours >= first_hour, hours < end_hour))
+    rows = 0
+    for start in range(first_hour, end_hour, 24 * HOUR_S):
+        held = read_held(conn, start, min(start + 24 * HOUR_S, end_hour))
+        rows += _insert(conn, compute(conn, held, idle_ratio))
+    return rows
+
+
+def roll_up_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -> int:
+    """Replace the detail of ``samples``' pods and workloads in their hours by that of
+    ``samples`` (which must be all the raw samples of those pods in those hours)."""
+    detail = compute(conn, samples, idle_ratio)
+    pod_keys = sorted({(r["hour_ts"], r["pod_id"]) for r in detail.pods})
+    loads = sorted({(r["hour_ts"], *(r[k] for k in _WORKLOAD_KEY)) for r in detail.workloads})
+    p = PodSampleHourly
+    w = WorkloadSampleHourly
+    w_cols = (w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name, w.gpu_model)
+    for at in range(0, len(pod_keys), _CHUNK):
+        chunk = pod_keys[at : at + _CHUNK]
+        conn.execute(delete(p).where(tuple_(p.hour_ts, p.pod_id).in_(chunk)))
+    for at in range(0, len(loads), _CHUNK):
+        conn.execute(delete(w).where(and_(tuple_(*w_cols).in_(loads[at : at + _CHUNK]))))
+    return _insert(conn, detail)
