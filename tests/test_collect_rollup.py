@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from gpuwatch.collectors.collect import Window, collect
+from gpuwatch.collectors.collect import CollectStats, Window, collect
 from gpuwatch.collectors.prometheus import PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.domain.labels import LabelVariants
@@ -41,10 +41,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
         yield server
 
 
-def _collect(engine: Engine, url: str, start: int, end: int) -> None:
+def _collect(engine: Engine, url: str, start: int, end: int) -> CollectStats:
     source = PrometheusSource(url, Catalogue(), retries=1, backoff_s=0.01)
     window = Window(start, end, fx.STEP_S, PAGE_S)
-    collect(engine, "lab", window, source, None, LabelVariants(), now_ts=END)
+    return collect(engine, "lab", window, source, None, LabelVariants(), now_ts=END)
 
 
 def _totals(engine: Engine) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -59,7 +59,10 @@ def test_rollups_match_the_samples_after_every_collection(
 ) -> None:
     engine = make_engine(store_url)
     upgrade(engine)
-    _collect(engine, prometheus.url, START, START + 86400)
+    stats = _collect(engine, prometheus.url, START, START + 86400)
+    # What the whole window named, over its 5 pages: the fixture's 17 GPU units (8 A100, 4 L40S,
+    # 3 MIG instances, 2 T4) and the 7 pods holding them.
+    assert (stats.pages, stats.gpu_units, stats.pods) == (5, 17, 7)
     first_raw, first_hourly = _totals(engine)
     assert first_raw[0] > 0 and first_raw == first_hourly
     _collect(engine, prometheus.url, START + 86400 - 7200, END)  # overlaps the first run

@@ -241,18 +241,35 @@ def _assert_same_rows(got: list[tuple[object, ...]], want: list[tuple[object, ..
             assert a is None or a == pytest.approx(b, rel=1e-12)
 
 
+def _detail_rows(engine: Engine) -> list[tuple[object, ...]]:
+    with engine.connect() as conn:
+        pods = conn.execute(sa.text("SELECT * FROM pod_samples_hourly ORDER BY hour_ts, pod_id"))
+        loads = conn.execute(
+            sa.text(
+                "SELECT * FROM workload_samples_hourly ORDER BY hour_ts, cluster_id, namespace, "
+                "workload_kind, workload_name, gpu_model"
+            )
+        )
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+                for row in [*pods, *loads]]  # fmt: skip
+
+
 def test_rolling_up_written_samples_in_memory_gives_the_sql_rows(engine: Engine) -> None:
     """Hours first written by a page are rolled up from the page itself; other hours from the
-    table: either way the rows are those of the SQL roll-up."""
+    table: either way the rows are those of the SQL roll-up, detail included."""
     want = _hourly_rows(engine)
+    want_detail = _detail_rows(engine)
     samples = _stored_samples(engine)
     hours = sorted(set((samples.ts - samples.ts % 3600).tolist()))
     with engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM gpu_samples_hourly"))
+        for table in ("gpu_samples_hourly", "pod_samples_hourly", "workload_samples_hourly"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
         fresh = set(hours[::2])  # every other hour in memory, the others in SQL
         rows = rollup.roll_up_written(conn, samples, fresh)
     assert rows == len(want)
     _assert_same_rows(_hourly_rows(engine), want)
+    assert len(want_detail) > 100
+    assert _detail_rows(engine) == want_detail
 
 
 def test_only_hours_without_raw_samples_are_fresh(engine: Engine) -> None:

@@ -111,7 +111,8 @@ def _report(stats: CollectStats) -> None:
         return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     click.echo(
-        f"collected {stats.samples:,} samples of {stats.gpu_units} GPU units "
+        f"collected {stats.samples:,} samples of {stats.gpu_units:,} GPU units and "
+        f"{stats.pods:,} pods "
         f"from {when(stats.start_ts)} to {when(stats.end_ts)} ({stats.pages} pages)"
     )
 

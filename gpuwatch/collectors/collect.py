@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 from sqlalchemy import Connection, Engine
 
 from gpuwatch.collectors import rows
@@ -58,6 +59,9 @@ class Window:
 
 @dataclass(frozen=True)
 class CollectStats:
+    """What one collection wrote: samples, and the distinct GPU units and pods (holding a GPU
+    in some sample) over the whole window."""
+
     start_ts: int
     end_ts: int
     pages: int
@@ -103,10 +107,11 @@ def _write_page(
     frame: PageSamples,
     snap: KubeSnapshot | None,
     step_s: int,
-) -> tuple[int, int, int]:
-    """Write one page's samples (and the GPU units, nodes and pods they name)."""
+) -> tuple[int, set[int], set[int]]:
+    """Write one page's samples (and the GPU units, nodes and pods they name); returns the
+    samples written and the store ids of the GPU units and pods the page names."""
     if frame.empty:
-        return 0, 0, 0
+        return 0, set(), set()
     frame = rows.resolve_nodes(frame, snap)
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
@@ -119,7 +124,8 @@ def _write_page(
     fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
     written = writer.write_unique_samples(conn, samples)
     rollup.roll_up_written(conn, samples, fresh)
-    return written, len(frame.units), len(pod_map)
+    held = np.unique(samples.pod_id[~np.isnan(samples.pod_id)]).astype(np.int64).tolist()
+    return written, set(gpu_ids.values()), set(held)
 
 
 class _Pages:
@@ -179,7 +185,9 @@ def collect(
             writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
     fetcher = _Pages(prometheus, window, variants)
     pages = fetcher.pages
-    total = units = pods = done = 0
+    total = done = 0
+    units: set[int] = set()
+    pods: set[int] = set()
     try:
         for index, (page_start, page_end) in enumerate(pages):
             if should_stop():
@@ -194,10 +202,12 @@ def collect(
                     conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail
                 )
             total += written
-            units, pods, done = max(units, page_units), max(pods, page_pods), index + 1
+            units |= page_units
+            pods |= page_pods
+            done = index + 1
             if progress is not None:
                 progress(index + 1, len(pages), total)
     finally:
         fetcher.close()
     end = pages[done - 1][1] if done else window.start_ts
-    return CollectStats(window.start_ts, end, done, total, units, pods)
+    return CollectStats(window.start_ts, end, done, total, len(units), len(pods))
