@@ -199,6 +199,7 @@ def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path) -> None:
         policy_from(settings),
         start,
         nodes=inputs.nodes,
+        detail=inputs.detail,
     )
     assert got["content"] == render_csv(frame)
     assert got["content"].count("\n") > 10
@@ -225,6 +226,7 @@ def test_savings_download_is_the_recommend_csv(app: Dash) -> None:
         end,
         gpus=inputs.gpus,
         nodes=inputs.nodes,
+        detail=inputs.detail,
     )
     got = page("savings").download_csv(1, "?window=3d")
     assert got["content"] == render_recommendations_csv(expected)

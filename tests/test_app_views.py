@@ -109,6 +109,7 @@ def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snaps
         end,
         gpus=inputs.gpus,
         nodes=inputs.nodes,
+        detail=inputs.detail,
     )
     got = views.recommendations(snap, f)
     assert len(got) == len(expected) > 0

@@ -83,6 +83,9 @@ class Snapshot:
     policy: AnalyticsPolicy
     rollup_idle_util_pct: float | None = None
     built_s: float = 0.0
+    #: The store the snapshot was read from: recommendations read its stored detail
+    #: (:mod:`gpuwatch.store.repository_detail`) for the window they cover.
+    engine: Engine | None = None
     _memo: OrderedDict[Hashable, tuple[Any, int]] = field(default_factory=OrderedDict, repr=False)
     _memo_bytes: int = field(default=0, repr=False)
     _pinned: dict[Hashable, Any] = field(default_factory=dict, repr=False)
@@ -298,4 +301,5 @@ def build_snapshot(
         policy=policy,
         rollup_idle_util_pct=repository.rollup_idle_util_pct(engine),
         built_s=time.monotonic() - began,
+        engine=engine,
     )

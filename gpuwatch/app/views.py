@@ -16,6 +16,7 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_ids, top_label
 from gpuwatch.analytics.recommend import (
     Context,
+    data_span_hours,
     empty_recommendations,
     mig_capable_nodes,
     recommend_from_stats,
@@ -25,6 +26,7 @@ from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
+from gpuwatch.store.repository_detail import load_detail
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
 _FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"))
@@ -186,21 +188,23 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
 
 
 def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
-    """Every recommendation for a window (as ``gpuwatch recommend`` over the same window)."""
+    """Every recommendation for a window: what ``gpuwatch recommend`` gives over the same
+    window from the roll-ups and their stored detail."""
 
     def compute() -> pd.DataFrame:
         start, end = window_bounds(snap, Filters(window=window))
         rows = hourly_rows(snap, Filters(window=window))
         if rows.empty:
             return empty_recommendations()
-        stats = workload_stats(rows, snap.policy, snap.price_book, snap.units)
+        detail = None if snap.engine is None else load_detail(snap.engine, start, end)
+        stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
         ctx = Context(
             snap.policy,
             snap.price_book,
             mig_capable_nodes(snap.nodes),
             workload_resources(snap.pods),
         )
-        return recommend_from_stats(stats, ctx, (end - start) / 3600.0)
+        return recommend_from_stats(stats, ctx, data_span_hours(rows, start, end))
 
     return snap.memo(("recommendations", window), compute, pin=True)
 
