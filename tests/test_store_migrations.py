@@ -31,8 +31,10 @@ EXPECTED_TABLES = {
     "gpus",
     "namespaces",
     "nodes",
+    "pod_samples_hourly",
     "pods",
     "rollup_state",
+    "workload_samples_hourly",
 }
 
 

@@ -153,6 +153,23 @@ def test_auto_reads_raw_samples_that_were_never_rolled_up(engine: Engine) -> Non
     assert choose_resolution(engine, START_TS, END_TS, "auto", 5.0) == "raw"
 
 
+def test_auto_reads_raw_samples_until_the_detail_is_rolled_up(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store upgraded to migration 0004 has roll-ups without detail until `db rollup`."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM pod_samples_hourly"))
+        conn.execute(sa.text("DELETE FROM workload_samples_hourly"))
+    with caplog.at_level(logging.WARNING):
+        assert choose_resolution(engine, START_TS, END_TS, "auto", 5.0) == "raw"
+    assert "recommendation detail" in caplog.text and "gpuwatch db rollup" in caplog.text
+    with engine.begin() as conn:
+        rollup.rebuild(conn, 5.0, END_TS)
+        detail = conn.execute(sa.text("SELECT count(*) FROM pod_samples_hourly")).scalar_one()
+    assert detail > 0
+    assert choose_resolution(engine, START_TS, END_TS, "auto", 5.0) == "hourly"
+
+
 def test_an_unknown_resolution_is_refused(engine: Engine) -> None:
     with pytest.raises(ValueError, match="auto, raw, hourly"):
         choose_resolution(engine, START_TS, END_TS, "daily", 5.0)
