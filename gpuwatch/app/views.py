@@ -15,13 +15,13 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_ids, top_label
 from gpuwatch.analytics.recommend import (
-    Context,
     data_span_hours,
     empty_recommendations,
     mig_capable_nodes,
     recommend_from_stats,
     workload_resources,
 )
+from gpuwatch.analytics.rules import Context
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot

@@ -20,12 +20,12 @@ from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import (
-    Context,
     mig_capable_nodes,
     recommend_from_stats,
     workload_resources,
 )
 from gpuwatch.analytics.render import neutralise
+from gpuwatch.analytics.rules import Context
 from gpuwatch.analytics.summary import as_text, sample_measures
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.pricing import PriceBook
