@@ -64,6 +64,7 @@ _POD_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "created_ts": lambda r: r.get("started_ts", _NA),
     "started_ts": lambda r: _NA,
     "finished_ts": lambda r: _NA,
+    "dcgm_only": lambda r: False,
 }
 
 _GPU_DEFAULTS: dict[str, Callable[[Record], Any]] = {

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import attribute_node_level
+from gpuwatch.domain.frames import DCGM_ONLY_ATTRIBUTION
 from gpuwatch.domain.mig import mig_fraction
 from gpuwatch.domain.pricing import PriceBook
 
@@ -68,10 +69,13 @@ def _clear_identity(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
 
 
 def drop_gpuless_pods(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:
-    """Samples of pods that request no GPU (the exporter's own, for one) become unallocated."""
-    mask = samples["pod_gpu_count"].fillna(-1).eq(0)
+    """Samples of pods that the Kubernetes API shows requesting no GPU (the exporter's own, for
+    one) become unallocated. A pod known from DCGM only holds the GPUs its series name."""
+    dcgm_only = samples["attribution"].astype(object).eq(DCGM_ONLY_ATTRIBUTION)
+    mask = samples["pod_gpu_count"].fillna(-1).eq(0) & ~dcgm_only
     if pods is not None and len(pods):
-        gpuless = pods.loc[pods["gpu_count"].eq(0), "pod_id"]
+        listed = pods[~pods["dcgm_only"].fillna(False).astype(bool)]
+        gpuless = listed.loc[listed["gpu_count"].eq(0), "pod_id"]
         mask |= samples["pod_id"].isin(gpuless).fillna(False).astype(bool)
     return _clear_identity(samples, mask)
 

@@ -10,7 +10,6 @@ import math
 from dataclasses import fields
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
@@ -157,12 +156,12 @@ def recommend(
 
 
 def data_span_hours(samples: pd.DataFrame, start_ts: int, end_ts: int) -> float:
-    """Hours of the window that its data spans: from the first sample (or the start) to the
-    end of the last sample's step (or the end); the window's hours when it has no sample."""
+    """Hours the window's data spans, in whole hours: from the start of the first hour with a
+    sample to the end of the last one (the window's hours when it has no sample). Raw samples
+    and hourly roll-ups of the same data give the same span."""
     if samples.empty:
-        return (end_ts - start_ts) / 3600.0
+        return (end_ts - start_ts) / HOUR_S
     ts = samples["ts"].to_numpy(dtype="int64")
-    step = samples["step_s"].to_numpy(dtype="int64")
-    first = max(int(ts.min()), start_ts)
-    last = min(int((ts + np.where(c.SAMPLES in samples, HOUR_S, step)).max()), end_ts)
-    return max(last - first, 0) / 3600.0
+    first = int(ts.min()) - int(ts.min()) % HOUR_S
+    last = int(ts.max()) - int(ts.max()) % HOUR_S + HOUR_S
+    return (last - first) / HOUR_S

@@ -25,6 +25,7 @@ from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
 
 SOURCE_PROMETHEUS = "prometheus"
@@ -98,7 +99,23 @@ def plan_window(
 def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> None:
     node_ids = writer.write_nodes(conn, cluster_id, rows.node_rows(snap))
     writer.write_namespaces(conn, cluster_id, rows.namespace_rows(snap))
-    writer.write_pods(conn, cluster_id, rows.pod_rows(snap, node_ids))
+    pods = rows.pod_rows(snap, node_ids)
+    known = [(str(p["namespace"]), str(p["name"]), str(p.get("uid") or "")) for p in pods]
+    store_pods.adopt_dcgm_only(conn, cluster_id, known)
+    writer.write_pods(conn, cluster_id, pods)
+
+
+def units_at_once(samples: writer.SampleColumns) -> dict[int, int]:
+    """Per pod id: the most distinct GPU units its samples name at one sample time."""
+    held = ~np.isnan(samples.pod_id)
+    if not held.any():
+        return {}
+    pod = samples.pod_id[held].astype(np.int64)
+    pairs, counts = np.unique(np.stack([pod, samples.ts[held]]), axis=1, return_counts=True)
+    most: dict[int, int] = {}
+    for pod_id, n in zip(pairs[0].tolist(), counts.tolist(), strict=True):
+        most[pod_id] = max(most.get(pod_id, 0), n)
+    return most
 
 
 def _write_page(
@@ -123,6 +140,7 @@ def _write_page(
     # Hours first written by this page are rolled up from the page itself, in memory.
     fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
     written = writer.write_unique_samples(conn, samples)
+    store_pods.raise_gpu_counts(conn, units_at_once(samples))
     rollup.roll_up_written(conn, samples, fresh)
     held = np.unique(samples.pod_id[~np.isnan(samples.pod_id)]).astype(np.int64).tolist()
     return written, set(gpu_ids.values()), set(held)

@@ -38,7 +38,12 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("workload", "string", "top owner name"),
     Column("team", "string", "team of the pod, <NA> when unallocated"),
     Column("pod_gpu_count", "Int64", "GPUs the pod requests (limits), <NA> when unknown"),
-    Column("attribution", "string", "pod (from DCGM labels), node (node-level), <NA> unallocated"),
+    Column(
+        "attribution",
+        "string",
+        "pod (DCGM labels, pod listed by the API), dcgm-only (DCGM labels, pod never listed), "
+        "node (node-level), <NA> unallocated",
+    ),
     Column("util_ratio", "float64", "utilization 0-1, NaN when missing"),
     Column("util_signal", "string", "prof_gr_engine_active or dev_gpu_util, <NA> when missing"),
     Column("fb_used_mib", "float64", "framebuffer used, MiB, NaN when missing"),
@@ -88,7 +93,11 @@ POD_COLUMNS: tuple[Column, ...] = (
     Column("created_ts", "Int64", "creation instant"),
     Column("started_ts", "Int64", "start instant, <NA> while Pending"),
     Column("finished_ts", "Int64", "finish instant, <NA> while running"),
+    Column("dcgm_only", "bool", "known from DCGM labels only: never listed by the Kubernetes API"),
 )
+
+#: Samples' ``attribution`` of a pod known from DCGM labels only (docs/cost-model.md).
+DCGM_ONLY_ATTRIBUTION = "dcgm-only"
 
 #: One row per node with GPUs.
 NODE_COLUMNS: tuple[Column, ...] = (

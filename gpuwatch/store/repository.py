@@ -15,6 +15,7 @@ import pandas as pd
 from sqlalchemy import Engine, func, select
 
 from gpuwatch.domain.frames import (
+    DCGM_ONLY_ATTRIBUTION,
     GPU_COLUMNS,
     HOURLY_SAMPLE_COLUMNS,
     NODE_COLUMNS,
@@ -138,6 +139,7 @@ def load_pods(engine: Engine) -> pd.DataFrame:
             Pod.created_ts,
             Pod.started_ts,
             Pod.finished_ts,
+            (Pod.uid == "").label("dcgm_only"),
         )
         .join(Cluster, Cluster.id == Pod.cluster_id)
         .outerjoin(Node, Node.id == Pod.node_id)
@@ -167,10 +169,13 @@ def _with_facts(engine: Engine, samples: pd.DataFrame) -> pd.DataFrame:
     """Sample rows joined with their GPU unit's and pod's facts (strings read once each)."""
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
     pods = load_pods(engine)[
-        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
-    ].rename(columns={"gpu_count": "pod_gpu_count"})
+        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
+         "dcgm_only"]
+    ].rename(columns={"gpu_count": "pod_gpu_count"})  # fmt: skip
     frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
-    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
+    only_dcgm = frame.pop("dcgm_only").fillna(False).astype(bool).to_numpy()
+    attribution = pd.Series(np.where(only_dcgm, DCGM_ONLY_ATTRIBUTION, "pod"), dtype=object)
+    frame["attribution"] = attribution.where(frame["pod_id"].notna().to_numpy(), None)
     frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
     frame["xid"] = frame["xid"].fillna(0)
     return frame
@@ -337,10 +342,13 @@ def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) ->
     )
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
     pods = load_pods(engine)[
-        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count"]
-    ].rename(columns={"gpu_count": "pod_gpu_count"})
+        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
+         "dcgm_only"]
+    ].rename(columns={"gpu_count": "pod_gpu_count"})  # fmt: skip
     frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
-    frame["attribution"] = frame["pod_id"].notna().map({True: "pod", False: None})
+    only_dcgm = frame.pop("dcgm_only").fillna(False).astype(bool).to_numpy()
+    attribution = pd.Series(np.where(only_dcgm, DCGM_ONLY_ATTRIBUTION, "pod"), dtype=object)
+    frame["attribution"] = attribution.where(frame["pod_id"].notna().to_numpy(), None)
     frame["util_signal"] = frame["util_signal"].astype("Int64").map(UTIL_SIGNALS)
     frame["xid"] = frame["xid"].astype("Int64").fillna(0)
     return conform(frame.sort_values("ts", kind="stable"), SAMPLE_COLUMNS).reset_index(drop=True)
