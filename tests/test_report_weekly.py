@@ -7,7 +7,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.build import samples_frame
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.policy import AnalyticsPolicy
@@ -78,15 +77,19 @@ def week_samples() -> pd.DataFrame:
 GOLDEN = (
     "week_start,cluster,team,namespace,workload_kind,workload,gpu_model,gpus_requested,"
     "allocated_gpu_hours,used_gpu_hours,efficiency_pct,idle_gpu_hours,allocated_cost_usd,"
-    "idle_cost_usd,unused_cost_usd,recommendation,est_monthly_savings_usd\n"
+    "idle_cost_usd,unused_cost_usd,recommendation,est_monthly_savings_usd,allocation,queue,"
+    "stalled_gpu_hours,stalled_cost_usd,throttled_gpu_hours,failing_gpu_hours,failing_cost_usd,"
+    "sm_active_pct,tensor_active_pct,unallocated_gpu_hours,unallocated_cost_usd\n"
+    # $30 over the 30 hours with data (hours 0-29 of the week) × 730 = $730.00
     "2026-11-09,c1,research,ml,Job,train,NVIDIA Test GPU,1,30.00,0.00,0.0,30.00,30.00,30.00,"
-    "30.00,reclaim_idle,130.36\n"
-    "2026-11-09,c1,,__idle__,Unallocated,n2,NVIDIA Test GPU,0,5.00,0.00,0.0,5.00,5.00,5.00,"
-    "5.00,,0.00\n"
+    "30.00,reclaim_idle,730.00,device-plugin,,,,,,,,,0.00,0.00\n"
+    # unallocated capacity: only in the unallocated columns
+    "2026-11-09,c1,,__idle__,Unallocated,n2,NVIDIA Test GPU,0,0.00,0.00,0.0,0.00,0.00,0.00,"
+    "0.00,,0.00,device-plugin,,,,,,,,,5.00,5.00\n"
     "2026-11-09,c1,'+t,lab,Pod,'@evil,NVIDIA Test GPU,1,1.00,0.50,50.0,0.00,1.00,0.00,0.50,,"
-    "0.00\n"
+    "0.00,device-plugin,,,,,,,,,0.00,0.00\n"
     "2026-11-09,c1,product,web,Deployment,api,NVIDIA Test GPU,1,10.00,10.00,100.0,0.00,10.00,"
-    "0.00,0.00,,0.00\n"
+    "0.00,0.00,,0.00,device-plugin,,,,,,,,,0.00,0.00\n"
 )
 
 
@@ -95,21 +98,31 @@ def test_golden_csv() -> None:
     assert render_csv(frame) == GOLDEN
 
 
-def test_reclaim_saving_is_cost_per_window_hour_times_730() -> None:
+def test_reclaim_saving_is_cost_per_hour_of_data_times_730() -> None:
     frame = weekly_report(week_samples(), None, None, BOOK, POLICY, WEEK_START)
     train = frame[frame["workload"] == "train"].iloc[0]
-    assert train["est_monthly_savings_usd"] == round(30.0 / 168 * 730, 2)
+    # $1/h × 30 h over the 30 hours the week's data spans (hours 0 to 29), × 730.
+    assert train["est_monthly_savings_usd"] == 730.0
 
 
 def test_each_column_sums_to_the_fleet_total() -> None:
     samples = week_samples()
     frame = weekly_report(samples, None, None, BOOK, POLICY, WEEK_START)
+    # By hand: train 30 idle hours, api 10 busy hours, @evil 1 hour at 50 %, all at $1/h;
+    # GPU 3 on n2 unheld for 5 hours.
+    names = ["allocated_gpu_hours", "idle_gpu_hours", "allocated_cost_usd", "idle_cost_usd",
+             "unused_cost_usd", "unallocated_gpu_hours", "unallocated_cost_usd"]  # fmt: skip
+    sums = frame[names].sum()
+    assert sums.to_dict() == {
+        "allocated_gpu_hours": 41.0, "idle_gpu_hours": 30.0, "allocated_cost_usd": 41.0,
+        "idle_cost_usd": 30.0, "unused_cost_usd": 30.5, "unallocated_gpu_hours": 5.0,
+        "unallocated_cost_usd": 5.0,
+    }  # fmt: skip
+    # and the same as the cost model's fleet totals
     in_week = samples[samples["ts"] < WEEK_START + 7 * 86400]
     total = summarize(prepare(in_week, None, BOOK), [], POLICY.idle_threshold_ratio).iloc[0]
-    capacity = total[c.ALLOCATED_GPU_HOURS] + total[c.UNALLOCATED_GPU_HOURS]
-    assert frame["allocated_gpu_hours"].sum() == pytest.approx(capacity)
-    cost = total[c.ALLOCATED_COST_USD] + total[c.UNALLOCATED_COST_USD]
-    assert frame["allocated_cost_usd"].sum() == pytest.approx(cost)
+    for name in ("allocated_gpu_hours", "idle_cost_usd", "unallocated_cost_usd"):
+        assert sums[name] == pytest.approx(total[name])
 
 
 def test_empty_week_is_the_header_alone() -> None:

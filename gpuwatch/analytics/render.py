@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
 
 _TABLE_COLUMNS = (
     ("namespace", "NAMESPACE"),
@@ -74,8 +75,14 @@ def render_table(frame: pd.DataFrame) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
         for r in [header, *body]
     ]
-    total = sum(float(v) for v in frame["est_monthly_savings_usd"])
-    lines.append(f"\n{len(body)} recommendations, est. savings ${total:,.2f} per month")
+    workloads = len(best_per_workload(frame))
+    data_hours = frame["evidence"].iloc[0].get("data_hours")
+    basis = f" from {data_hours:,.0f} hours of data" if data_hours else ""
+    lines.append(
+        f"\n{len(body)} recommendations for {workloads} workloads; potential savings "
+        f"${potential_savings_usd(frame):,.2f} per month (the largest per workload, "
+        f"per 730 hours{basis})"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,7 @@ from gpuwatch.analytics.recommend import (
 )
 from gpuwatch.analytics.rules import Context
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
+from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
@@ -177,7 +178,7 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
             idle_cost_usd=float(total[c.IDLE_COST_USD]),
             unused_cost_usd=float(total[c.UNUSED_COST_USD]),
             unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
-            monthly_savings_usd=float(best_savings(recs)["est_monthly_savings_usd"].sum()),
+            monthly_savings_usd=potential_savings_usd(recs),
             recommendations=len(recs),
             coverage_ratio=float(cov[c.GPU_HOURS].sum()) / observed if observed > 0 else math.nan,
             window_start_ts=start,
@@ -220,13 +221,9 @@ def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
 
 def best_savings(recs: pd.DataFrame) -> pd.DataFrame:
-    """Per workload and GPU model, its largest saving (savings of different kinds overlap)."""
-    keys = list(c.WORKLOAD_KEYS)
-    if recs.empty:
-        return pd.DataFrame(columns=[*keys, "team", "kind", "est_monthly_savings_usd"])
-    ordered = recs.sort_values("est_monthly_savings_usd", ascending=False, kind="stable")
-    best = ordered.drop_duplicates(keys, keep="first")
-    return best[[*keys, "team", "kind", "est_monthly_savings_usd"]].reset_index(drop=True)
+    """Per workload and GPU model, its largest saving (:func:`~gpuwatch.analytics.totals.
+    best_per_workload`)."""
+    return best_per_workload(recs)
 
 
 def _savings_by(recs: pd.DataFrame, by: list[str]) -> pd.DataFrame:

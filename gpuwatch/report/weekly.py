@@ -20,6 +20,7 @@ from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import (
+    data_span_hours,
     mig_capable_nodes,
     recommend_from_stats,
     workload_resources,
@@ -52,15 +53,43 @@ HEADER: tuple[str, ...] = (
     "unused_cost_usd",
     "recommendation",
     "est_monthly_savings_usd",
+    # Contract section 7, appended in this order.
+    "allocation",
+    "queue",
+    "stalled_gpu_hours",
+    "stalled_cost_usd",
+    "throttled_gpu_hours",
+    "failing_gpu_hours",
+    "failing_cost_usd",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "unallocated_gpu_hours",
+    "unallocated_cost_usd",
 )
 TEXT_COLUMNS = frozenset(
     {"week_start", "cluster", "team", "namespace", "workload_kind", "workload", "gpu_model",
-     "recommendation"}
+     "recommendation", "allocation", "queue"}
 )  # fmt: skip
 TWO_DECIMALS = frozenset(
     {"allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
-     "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd"}
+     "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd", "unallocated_gpu_hours",
+     "unallocated_cost_usd"}
 )  # fmt: skip
+#: Columns of section 7 gpuwatch does not measure yet (queues, gangs, clock events, health,
+#: profiling fields): empty cells, never a 0 that would claim "none" (docs/report.md).
+NOT_MEASURED = (
+    "queue",
+    "stalled_gpu_hours",
+    "stalled_cost_usd",
+    "throttled_gpu_hours",
+    "failing_gpu_hours",
+    "failing_cost_usd",
+    "sm_active_pct",
+    "tensor_active_pct",
+)
+#: Columns an ``__idle__`` row leaves at 0: its figures are in the unallocated columns.
+_HELD_COLUMNS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
+                 "idle_cost_usd", "unused_cost_usd")  # fmt: skip
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
 
@@ -103,6 +132,18 @@ def _summed(rows: pd.DataFrame, keys: list[str], threshold: float, idle: bool) -
     return as_text(out, keys)
 
 
+def allocation_modes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of ``keys``: how its GPUs were held, ``+``-joined and sorted
+    (``device-plugin`` whole GPUs, ``mig`` instances, ``time-slice`` slots)."""
+    mig = rows["mig_profile"].astype(object).notna().to_numpy()
+    sliced = rows["timeslice_replicas"].fillna(1).astype("int64").gt(1).to_numpy()
+    mode = np.where(mig, "mig", np.where(sliced, "time-slice", "device-plugin"))
+    frame = as_text(rows[keys].reset_index(drop=True), keys).assign(allocation=mode)
+    frame = frame.drop_duplicates().sort_values([*keys, "allocation"], kind="stable")
+    joined = frame.groupby(keys, sort=False, dropna=False)["allocation"].agg("+".join)
+    return joined.reset_index()
+
+
 def _best_recommendation(recs: pd.DataFrame) -> pd.DataFrame:
     """Per workload: the largest-saving kind, else ``memory_risk``, with its savings."""
     saving = recs[recs["est_monthly_savings_usd"] > 0]
@@ -125,11 +166,15 @@ def _workload_rows(
     sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
-    best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / 3600.0))
+    hours = data_span_hours(held, 0, WEEK_S)
+    best = _best_recommendation(recommend_from_stats(stats, ctx, hours))
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
+    out = out.merge(allocation_modes(held, _SORT_KEYS), on=_SORT_KEYS, how="left")
     out["recommendation"] = out["recommendation"].fillna("")
     out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
+    out["unallocated_gpu_hours"] = 0.0
+    out["unallocated_cost_usd"] = 0.0
     return out
 
 
@@ -137,7 +182,12 @@ def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
     free = costed[~costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
     if free.empty:
         return pd.DataFrame()
-    out = _summed(free, ["cluster", "node", "gpu_model"], threshold, idle=True)
+    keys = ["cluster", "node", "gpu_model"]
+    out = _summed(free, keys, threshold, idle=True)
+    out = out.merge(allocation_modes(free, keys), on=keys, how="left")
+    out["unallocated_gpu_hours"] = out["allocated_gpu_hours"]
+    out["unallocated_cost_usd"] = out["allocated_cost_usd"]
+    out[list(_HELD_COLUMNS)] = 0.0
     out = out.rename(columns={"node": "workload"})
     out["namespace"] = IDLE_NAMESPACE
     out["workload_kind"] = UNALLOCATED_KIND
@@ -158,6 +208,8 @@ def _finish(frame: pd.DataFrame, week_start: str) -> pd.DataFrame:
     for name in TWO_DECIMALS:
         frame[name] = frame[name].astype("float64").round(2) + 0.0
     frame["gpus_requested"] = frame["gpus_requested"].fillna(0).astype("int64")
+    for name in NOT_MEASURED:
+        frame[name] = None
     for name in TEXT_COLUMNS:
         frame[name] = frame[name].astype(object).where(frame[name].notna(), "").astype(str)
     frame = frame.sort_values(_SORT_KEYS, kind="stable")
@@ -197,6 +249,8 @@ def weekly_report(
 
 
 def _cell(name: str, value: Any) -> str:
+    if name in NOT_MEASURED and (value is None or value is pd.NA):
+        return ""
     if name in TEXT_COLUMNS:
         return neutralise("" if value is None or value is pd.NA else str(value))
     if name == "gpus_requested":

@@ -37,8 +37,15 @@ _NUMERIC = {
     "used_gpu_hours": 2,
     "efficiency_pct": 1,
     "idle_gpu_hours": 2,
+    "stalled_gpu_hours": 2,
+    "throttled_gpu_hours": 2,
+    "failing_gpu_hours": 2,
+    "sm_active_pct": 1,
+    "tensor_active_pct": 1,
+    "unallocated_gpu_hours": 2,
 }
-_MONEY = {"allocated_cost_usd", "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd"}
+_MONEY = {"allocated_cost_usd", "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd",
+          "stalled_cost_usd", "failing_cost_usd", "unallocated_cost_usd"}  # fmt: skip
 COLUMNS = [
     money_column(name)
     if name in _MONEY
@@ -93,33 +100,33 @@ dash.callback(
 
 
 def summary_cards(frame: pd.DataFrame) -> html.Div:
-    idle_rows = frame["namespace"].eq(IDLE_NAMESPACE)
-    held = frame[~idle_rows]
+    """Each card is a column's sum over the CSV's rows: what a spreadsheet SUM gives."""
+    held = frame[~frame["namespace"].eq(IDLE_NAMESPACE)]
     return html.Div(
         [
             card("Rows", fmt.number(len(frame)), f"{len(held)} workload rows", "rows"),
             card(
                 "Allocated cost",
-                fmt.usd(held["allocated_cost_usd"].sum()),
+                fmt.usd(frame["allocated_cost_usd"].sum()),
                 "held by workloads",
                 "allocated",
             ),
             card(
                 "Idle cost",
-                fmt.usd(held["idle_cost_usd"].sum()),
+                fmt.usd(frame["idle_cost_usd"].sum()),
                 "allocated, below the idle threshold",
                 "idle",
             ),
             card(
                 "Unallocated cost",
-                fmt.usd(frame.loc[idle_rows, "allocated_cost_usd"].sum()),
-                "rows __idle__",
+                fmt.usd(frame["unallocated_cost_usd"].sum()),
+                "capacity no pod held (rows __idle__)",
                 "unallocated",
             ),
             card(
-                "Savings / month",
-                fmt.usd(held["est_monthly_savings_usd"].sum()),
-                "largest recommendation per row",
+                "Potential savings / month",
+                fmt.usd(frame["est_monthly_savings_usd"].sum()),
+                "largest suggestion per workload, per 730 h of data",
                 "savings",
             ),
         ],
