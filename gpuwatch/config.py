@@ -201,6 +201,8 @@ class RecommendationPolicy(_Section):
     replica_target_util: float = Field(default=0.6, gt=0, le=1)
     replica_swing_ratio: float = Field(default=3.0, ge=1)
     reclaim_min_observed_hours: float = Field(default=4, ge=0)
+    cheaper_max_projected_util_pct: float = Field(default=80, gt=0, le=100)
+    cheaper_models: list[str] = Field(default_factory=list)
 
 
 class StorageSettings(_Section):
@@ -224,6 +226,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", frozen=True)
 
     cluster: str = Field(default="default", min_length=1, max_length=128)
+    cluster_provider: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
     database_url: SecretStr = SecretStr("sqlite:///gpuwatch.db")
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
@@ -311,6 +314,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -322,6 +329,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: the top level must be a mapping of keys")
+    if "recommend" in data:  # the contract's spelling of the section
+        if "recommendations" in data:
+            raise ConfigError(
+                f"config file {path}: recommend and recommendations are the same section; keep one"
+            )
+        data["recommendations"] = data.pop("recommend")
     return data
 
 

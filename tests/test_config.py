@@ -150,6 +150,30 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     return keys
 
 
+def test_recommend_is_the_contract_spelling_of_recommendations(tmp_path: Path) -> None:
+    path = _write(tmp_path, "cluster_provider: aws\nrecommend:\n  replica_target_util: 0.5\n"
+                            "  cheaper_models: [NVIDIA L4]\n")  # fmt: skip
+    settings = load_settings(path, environ={})
+    assert settings.cluster_provider == "aws"
+    assert settings.recommendations.replica_target_util == 0.5
+    assert settings.recommendations.cheaper_models == ["NVIDIA L4"]
+    both = _write(tmp_path, "recommend: {}\nrecommendations: {}\n")
+    with pytest.raises(ConfigError, match=r"gpuwatch\.yaml: recommend and recommendations"):
+        load_settings(both, environ={})
+
+
+def test_a_provider_id_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^cluster_provider in config file .*gpuwatch\.yaml"):
+        load_settings(_write(tmp_path, "cluster_provider: Amazon Web Services\n"), environ={})
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "gpuwatch.yaml"
+    path.write_bytes(b"cluster: caf\xe9\n")  # Latin-1
+    with pytest.raises(ConfigError, match=r"gpuwatch\.yaml is not UTF-8 text \(byte 12\)"):
+        load_settings(str(path), environ={})
+
+
 def test_every_setting_is_documented() -> None:
     documented = set(re.findall(r"^\| `([a-z_.]+)` \|", DOCS.read_text(), flags=re.MULTILINE))
     missing = [key for key in _keys(Settings) if key not in documented]

@@ -257,7 +257,13 @@ def test_parse_node_reads_gfd_facts() -> None:
         "mig_config": None,
         "timeslice_replicas": 1,
         "labels": kept,
+        "provider": None,  # an on-premises PowerEdge: no providerID, no cloud's labels
     }
+
+
+def test_parse_node_reads_the_provider_from_the_provider_id() -> None:
+    aws = {**node(H100_LABELS), "spec": {"providerID": "aws:///us-east-1a/i-0db5430f9225fc81e"}}
+    assert parse_node(aws)["provider"] == "aws"
 
 
 @pytest.mark.parametrize(

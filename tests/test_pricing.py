@@ -14,6 +14,7 @@ from gpuwatch.domain.pricing import (
     normalize_model_name,
     parse_price_table,
 )
+from gpuwatch.domain.providers import provider_from_node
 
 REQUIRED = [
     "NVIDIA H200",
@@ -157,3 +158,34 @@ def test_parse_price_table() -> None:
     assert entry.aliases == ("GPU X", "GPU-X", "gpu x pcie")
     assert entry.mig_capable
     assert not entry.spot_listed
+
+
+def test_the_table_says_who_offers_each_model_and_how_fast_it_is() -> None:
+    table = builtin_prices()
+    assert table["NVIDIA L4"].providers == frozenset({"aws", "gcp"})
+    assert table["NVIDIA RTX A6000"].providers == frozenset({"lambda"})
+    assert table["NVIDIA A30"].providers == frozenset()  # no public cloud sells it
+    # dense BF16/FP16 tensor TFLOPS over the A100's 312
+    assert table["NVIDIA A100-SXM4-80GB"].relative_speed == 1.0
+    assert table["NVIDIA L4"].relative_speed == pytest.approx(121 / 312, abs=0.001)
+    assert table["NVIDIA H100 80GB HBM3"].relative_speed == pytest.approx(989 / 312, abs=0.001)
+    assert all(p.relative_speed for p in table.values())
+
+
+@pytest.mark.parametrize(
+    ("provider_id", "labels", "expected"),
+    [
+        ("aws:///us-east-1a/i-0abc", {}, "aws"),
+        ("gce://proj/us-central1-a/gke-pool-1", {}, "gcp"),
+        ("azure:///subscriptions/x/resourceGroups/y", {}, "azure"),
+        (None, {"eks.amazonaws.com/nodegroup": "gpu"}, "aws"),
+        (None, {"cloud.google.com/gke-nodepool": "a100"}, "gcp"),
+        (None, {"kubernetes.azure.com/agentpool": "gpu"}, "azure"),
+        (None, {"topology.kubernetes.io/zone": "us-east-1a"}, None),  # generic: says nothing
+        ("kind://docker/kind/kind-worker", {}, None),
+    ],
+)
+def test_provider_from_node(
+    provider_id: str | None, labels: dict[str, str], expected: str | None
+) -> None:
+    assert provider_from_node(provider_id, labels) == expected

@@ -18,7 +18,8 @@ HOUR = 3600
 A100 = "NVIDIA A100-SXM4-80GB"
 T4 = "Tesla T4"
 BOOK = build_price_book(2.0, 0.6, {A100: (7.0, 3.0), T4: (2.0, None)}, {})
-POLICY = AnalyticsPolicy()
+# A Lambda cluster: the cheapest model it offers with enough memory is the RTX A6000.
+POLICY = AnalyticsPolicy(cluster_provider="lambda")
 
 
 def workload(
@@ -238,6 +239,47 @@ def test_cheaper_model_compares_spot_with_spot() -> None:
 def test_cheaper_model_not_above_20_percent_util() -> None:
     samples = workload(constant(24, 0.21), fb_used_mib=10000, fb_total_mib=81920)
     assert only(run(samples, 24), "cheaper_model").empty
+
+
+def test_cheaper_model_only_among_what_the_provider_offers() -> None:
+    samples = workload(constant(24, 0.1), fb_used_mib=10000, fb_total_mib=81920)
+    aws = AnalyticsPolicy(cluster_provider="aws")
+    rec = only(run(samples, 24, policy=aws), "cheaper_model").iloc[0]
+    # The Lambda-only RTX A6000 ($0.80) is never suggested on AWS: the L4 at $0.8048 is,
+    # projected at 10 % × 1.0 / 0.388 = 25.77 %.
+    assert rec["suggested"] == "NVIDIA L4"
+    assert rec["evidence"]["projected_p95_util_pct"] == pytest.approx(25.77, abs=0.01)
+    assert rec["evidence"]["providers"] == ["aws"]
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730 * (1 - 0.8048 / 7))
+
+
+def test_cheaper_model_none_on_premises_unless_listed() -> None:
+    samples = workload(constant(24, 0.1), fb_used_mib=10000, fb_total_mib=81920)
+    assert only(run(samples, 24, policy=AnalyticsPolicy()), "cheaper_model").empty
+    listed = AnalyticsPolicy(cheaper_models=("NVIDIA-L4",))  # any spelling of the model
+    assert only(run(samples, 24, policy=listed), "cheaper_model").iloc[0]["suggested"] == (
+        "NVIDIA L4"
+    )
+
+
+def test_a_slow_model_is_never_suggested_to_a_busy_workload() -> None:
+    samples = workload(constant(24, 0.4), fb_used_mib=10000, fb_total_mib=81920)
+    policy = AnalyticsPolicy(cluster_provider="aws", cheaper_max_util_pct=50)
+    rec = only(run(samples, 24, policy=policy), "cheaper_model").iloc[0]
+    # 40 % on an A100 would be 40 / 0.388 = 103 % of an L4 and 192 % of a T4: the L40S
+    # (1.16, 34.5 %) at $1.861 is the cheapest where the work fits.
+    assert rec["suggested"] == "NVIDIA L40S"
+    assert rec["evidence"]["projected_p95_util_pct"] == pytest.approx(34.48, abs=0.01)
+
+
+def test_cheaper_model_projection_threshold_is_configurable() -> None:
+    samples = workload(constant(24, 0.1), fb_used_mib=10000, fb_total_mib=81920)
+    # On AWS the L4 projects to 25.77 %, the T4 to 48.08 % and the A10G to 44.6 %: at a 25 %
+    # limit none fits; the L40S (8.62 %, $1.861) is the cheapest that does (the V100 too,
+    # at 24.9 %, but for $3.06).
+    strict = AnalyticsPolicy(cluster_provider="aws", cheaper_max_projected_util_pct=25)
+    rec = only(run(samples, 24, policy=strict), "cheaper_model").iloc[0]
+    assert rec["suggested"] == "NVIDIA L40S"
 
 
 def test_cheaper_model_needs_a_model_with_enough_memory() -> None:

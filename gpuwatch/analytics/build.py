@@ -89,6 +89,7 @@ _NODE_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "mig_strategy": lambda r: _NA,
     "timeslice_replicas": lambda r: 1,
     "cluster": lambda r: "c1",
+    "provider": lambda r: _NA,
 }
 
 

@@ -34,6 +34,12 @@ class AnalyticsPolicy:
     replica_target_util: float = 0.6
     replica_swing_ratio: float = 3.0
     reclaim_min_observed_hours: float = 4.0
+    #: ``cheaper_model``: projected p95 utilization on the cheaper model at most this.
+    cheaper_max_projected_util_pct: float = 80.0
+    #: ``cheaper_model``: models allowed whatever the provider offers (on-premises stock).
+    cheaper_models: tuple[str, ...] = ()
+    #: The cluster's cloud provider where its nodes do not say (None: unknown or on-premises).
+    cluster_provider: str | None = None
 
     @property
     def idle_threshold_ratio(self) -> float:
@@ -50,4 +56,6 @@ class AnalyticsPolicy:
         values: dict[str, Any] = {}
         for section in sections:
             values.update({k: v for k, v in section.items() if k in known})
+        if "cheaper_models" in values:
+            values["cheaper_models"] = tuple(values["cheaper_models"])
         return cls(**values)

@@ -151,8 +151,25 @@ def recommend(
     window = samples[(samples["ts"] >= start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(window, pods, price_book)
     stats = workload_stats(costed, policy, price_book, gpus, detail)
-    ctx = Context(policy, price_book, mig_capable_nodes(nodes), workload_resources(pods))
+    ctx = build_context(policy, price_book, nodes, pods)
     return recommend_from_stats(stats, ctx, data_span_hours(window, start_ts, end_ts))
+
+
+def build_context(
+    policy: AnalyticsPolicy,
+    price_book: PriceBook,
+    nodes: pd.DataFrame | None,
+    pods: pd.DataFrame | None,
+) -> Context:
+    """What the rules know besides the workloads' measures, from the store's frames."""
+    providers: dict[tuple[str, str], str] = {}
+    if nodes is not None and len(nodes) and "provider" in nodes:
+        known = nodes.dropna(subset=["provider"])
+        providers = {(str(a), str(b)): str(p) for a, b, p in
+                     known[["cluster", "node", "provider"]].itertuples(index=False)}  # fmt: skip
+    return Context(
+        policy, price_book, mig_capable_nodes(nodes), workload_resources(pods), providers
+    )
 
 
 def data_span_hours(samples: pd.DataFrame, start_ts: int, end_ts: int) -> float:

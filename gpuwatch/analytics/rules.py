@@ -8,8 +8,8 @@ change and the fraction of the workload's cost that saves, or None. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.analytics.policy import AnalyticsPolicy
@@ -20,7 +20,7 @@ from gpuwatch.domain.mig import (
     mig_profiles,
     smallest_fitting_profile,
 )
-from gpuwatch.domain.pricing import ON_DEMAND, SPOT, PriceBook
+from gpuwatch.domain.pricing import ON_DEMAND, SPOT, ModelPrice, PriceBook
 
 BATCH_KINDS = frozenset({"Job", "CronJob"})
 KINDS = (
@@ -82,10 +82,14 @@ class WorkloadMeasures:
 
 @dataclass(frozen=True)
 class Context:
+    """What rules know besides a workload's measures."""
+
     policy: AnalyticsPolicy
     price_book: PriceBook
     mig_nodes: frozenset[tuple[str, str]]
     resources: dict[tuple[str, str, str, str], str]
+    #: (cluster, node) → the node's cloud provider, where the node says.
+    node_providers: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 Rule = Callable[[WorkloadMeasures, Context], Finding | None]
@@ -218,26 +222,72 @@ def share_gpu(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     return Finding("share_gpu", current, suggested, 1 - 1 / replicas, {"replicas": replicas})
 
 
+def _providers(w: WorkloadMeasures, ctx: Context) -> frozenset[str]:
+    """Who can sell this workload a GPU: its nodes' providers, else the configured one."""
+    keys = [(w.cluster, node) for node in w.nodes]
+    found = {ctx.node_providers[key] for key in keys if key in ctx.node_providers}
+    if found:
+        return frozenset(found)
+    cluster = ctx.policy.cluster_provider
+    return frozenset({cluster}) if cluster else frozenset()
+
+
+def _offered(model: ModelPrice, providers: frozenset[str], ctx: Context) -> bool:
+    listed = {ctx.price_book.lookup(name) for name in ctx.policy.cheaper_models}
+    return bool(model.providers & providers) or model in listed
+
+
+@dataclass(frozen=True)
+class _Option:
+    price: float
+    model: ModelPrice
+    projected_util: float  # p95 utilization scaled by the speed ratio
+
+
+def _options(w: WorkloadMeasures, ctx: Context, own: ModelPrice, capacity: str) -> list[_Option]:
+    """Models the user can buy with the memory, cheaper, where the work still fits."""
+    own_speed = own.relative_speed or 0.0
+    current = ctx.price_book.usd_per_gpu_hour(w.gpu_model, capacity)
+    providers = _providers(w, ctx)
+    limit = ctx.policy.cheaper_max_projected_util_pct / 100 + 1e-9
+    out = []
+    for p in ctx.price_book.models.values():
+        if p is own or not p.relative_speed or p.memory_mib is None:
+            continue
+        if p.memory_mib < _memory_need(w, ctx) or not _offered(p, providers, ctx):
+            continue
+        option = _Option(p.price(capacity), p, w.p_util * own_speed / p.relative_speed)
+        if option.projected_util <= limit and option.price < current:
+            out.append(option)
+    return out
+
+
 def cheaper_model(w: WorkloadMeasures, ctx: Context) -> Finding | None:
+    """A cheaper model the user can buy (its provider offers it, or it is listed) with the
+    memory, on which the p95 utilization, scaled by the speed ratio, stays ≤ 80 %."""
     if not w.whole_gpus or math.isnan(w.p_memory_mib):
         return None
     if w.p_util > ctx.policy.cheaper_max_util_pct / 100:
         return None
+    own = ctx.price_book.lookup(w.gpu_model)
+    if own is None or own.relative_speed is None:
+        return None  # no speed to project the work onto another model
     capacity = SPOT if w.spot else ON_DEMAND
-    book = ctx.price_book
-    current = book.usd_per_gpu_hour(w.gpu_model, capacity)
-    own = book.lookup(w.gpu_model)
-    need = _memory_need(w, ctx)
-    options = sorted(
-        (p.price(capacity), p.model)
-        for p in book.models.values()
-        if p.memory_mib is not None and p.memory_mib >= need and (own is None or p is not own)
-    )
-    if not options or options[0][0] >= current:
+    options = _options(w, ctx, own, capacity)
+    if not options:
         return None
-    price, model = options[0]
-    evidence = {"current_usd_per_gpu_hour": current, "suggested_usd_per_gpu_hour": price}
-    return Finding("cheaper_model", str(w.gpu_model), model, 1 - price / current, evidence)
+    best = min(options, key=lambda o: (o.price, -(o.model.relative_speed or 0), o.model.model))
+    current = ctx.price_book.usd_per_gpu_hour(w.gpu_model, capacity)
+    evidence = {
+        "current_usd_per_gpu_hour": current,
+        "suggested_usd_per_gpu_hour": best.price,
+        "current_relative_speed": own.relative_speed,
+        "suggested_relative_speed": best.model.relative_speed,
+        "projected_p95_util_pct": round(100 * best.projected_util, 2),
+        "providers": sorted(_providers(w, ctx)),
+    }
+    return Finding("cheaper_model", str(w.gpu_model), best.model.model,
+                   1 - best.price / current, evidence)  # fmt: skip
 
 
 def use_spot(w: WorkloadMeasures, ctx: Context) -> Finding | None:

@@ -15,13 +15,11 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_ids, top_label
 from gpuwatch.analytics.recommend import (
+    build_context,
     data_span_hours,
     empty_recommendations,
-    mig_capable_nodes,
     recommend_from_stats,
-    workload_resources,
 )
-from gpuwatch.analytics.rules import Context
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
@@ -199,12 +197,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
             return empty_recommendations()
         detail = None if snap.engine is None else load_detail(snap.engine, start, end)
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
-        ctx = Context(
-            snap.policy,
-            snap.price_book,
-            mig_capable_nodes(snap.nodes),
-            workload_resources(snap.pods),
-        )
+        ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
         return recommend_from_stats(stats, ctx, data_span_hours(rows, start, end))
 
     return snap.memo(("recommendations", window), compute, pin=True)

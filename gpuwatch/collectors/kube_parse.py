@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from gpuwatch.domain.providers import provider_from_node
+
 JsonObject = Mapping[str, Any]
 #: ``(namespace, name)`` of a ReplicaSet or Job → its controller ownerReference (None: no owner).
 OwnerIndex = Mapping[tuple[str, str], JsonObject | None]
@@ -270,6 +272,7 @@ def parse_node(node: JsonObject) -> dict[str, Any]:
         "mig_config": labels.get("nvidia.com/mig.config") or None,
         "timeslice_replicas": max(1, replicas),
         "labels": _kept_node_labels(labels),
+        "provider": provider_from_node((node.get("spec") or {}).get("providerID"), labels),
     }
 
 

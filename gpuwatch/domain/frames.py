@@ -111,6 +111,7 @@ NODE_COLUMNS: tuple[Column, ...] = (
     Column("mig_capable", "bool", "node says nvidia.com/mig.capable=true"),
     Column("mig_strategy", "string", "single, mixed or <NA>"),
     Column("timeslice_replicas", "int64", "nvidia.com/gpu.replicas, 1 when not time-sliced"),
+    Column("provider", "string", "cloud provider (aws, gcp, azure, oci, …), <NA> when unknown"),
 )
 
 

@@ -53,6 +53,10 @@ class ModelPrice:
     as_of: str
     #: False where the source lists no spot price (then spot = on-demand × (1 − discount)).
     spot_listed: bool = True
+    #: Providers that offer the model at about this price (``aws``, ``gcp``, …).
+    providers: frozenset[str] = frozenset()
+    #: Dense BF16/FP16 tensor throughput relative to the A100 (1.0); None when unknown.
+    relative_speed: float | None = None
 
     def price(self, capacity_type: str | None) -> float:
         """$ per GPU-hour at a capacity type."""
@@ -105,6 +109,8 @@ def _parse_row(row: Mapping[str, str]) -> ModelPrice:
     on_demand = float(row["on_demand_usd_per_gpu_hour"])
     spot_text = (row.get("spot_usd_per_gpu_hour") or "").strip()
     memory = (row.get("memory_mib") or "").strip()
+    speed = (row.get("relative_speed") or "").strip()
+    providers = frozenset(p.strip().lower() for p in (row.get("providers") or "").split("|"))
     return ModelPrice(
         model=model,
         aliases=(model, *[a for a in aliases if a != model]),
@@ -117,6 +123,8 @@ def _parse_row(row: Mapping[str, str]) -> ModelPrice:
         source=row["source"].strip(),
         as_of=row["as_of"].strip(),
         spot_listed=bool(spot_text),
+        providers=providers - {""},
+        relative_speed=float(speed) if speed else None,
     )
 
 

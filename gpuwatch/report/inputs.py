@@ -46,7 +46,9 @@ def price_book_from(settings: Settings) -> PriceBook:
 
 def policy_from(settings: Settings) -> AnalyticsPolicy:
     return AnalyticsPolicy.from_mappings(
-        settings.thresholds.model_dump(), settings.recommendations.model_dump()
+        settings.thresholds.model_dump(),
+        settings.recommendations.model_dump(),
+        {"cluster_provider": settings.cluster_provider},
     )
 
 

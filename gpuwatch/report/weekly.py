@@ -20,13 +20,11 @@ from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import (
+    build_context,
     data_span_hours,
-    mig_capable_nodes,
     recommend_from_stats,
-    workload_resources,
 )
 from gpuwatch.analytics.render import neutralise
-from gpuwatch.analytics.rules import Context
 from gpuwatch.analytics.summary import as_text, sample_measures
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.pricing import PriceBook
@@ -165,7 +163,7 @@ def _workload_rows(
         return pd.DataFrame()
     sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
-    ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
+    ctx = build_context(policy, price_book, context["nodes"], pods)
     hours = data_span_hours(held, 0, WEEK_S)
     best = _best_recommendation(recommend_from_stats(stats, ctx, hours))
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]

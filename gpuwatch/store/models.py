@@ -86,6 +86,8 @@ class Node(Base):
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     first_seen_ts: Mapped[int] = mapped_column(BigInteger)
     last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+    #: The cloud the node runs on (``aws``, ``gcp``, …; :mod:`gpuwatch.domain.providers`).
+    provider: Mapped[str | None] = mapped_column(String(32))
 
 
 class Gpu(Base):

@@ -90,6 +90,7 @@ def load_nodes(engine: Engine) -> pd.DataFrame:
         Node.mig_capable,
         Node.mig_strategy,
         Node.timeslice_replicas,
+        Node.provider,
     ).join(Cluster, Cluster.id == Node.cluster_id)
     frame = _read(engine, stmt)
     frame["mig_capable"] = frame["mig_capable"].astype(bool)

@@ -1,4 +1,5 @@
-"""Per-hour detail for recommendations: pod and workload histograms (docs/storage.md#detail).
+"""Per-hour detail for recommendations: pod and workload histograms (docs/storage.md#detail),
+and the cloud provider of each node.
 
 Existing hours get their detail from `gpuwatch db rollup`, which rebuilds every hour that
 still has raw samples; until then reports read raw samples for windows whose hours lack it.
@@ -21,6 +22,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    op.add_column("nodes", sa.Column("provider", sa.String(length=32), nullable=True))
     op.create_table(
         "pod_samples_hourly",
         sa.Column("hour_ts", sa.BigInteger(), nullable=False),
@@ -62,3 +64,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("workload_samples_hourly")
     op.drop_table("pod_samples_hourly")
+    with op.batch_alter_table("nodes") as batch:
+        batch.drop_column("provider")
