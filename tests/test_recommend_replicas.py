@@ -111,3 +111,41 @@ def test_pods_that_follow_each_other_are_not_replicas() -> None:
     first = (rows["pod_id"] == 1) & (rows["ts"] >= T0 + 5 * HOUR)
     second = (rows["pod_id"] == 2) & (rows["ts"] < T0 + 5 * HOUR)
     assert only_replicas(rows[~first & ~second], 10).empty
+
+
+def _eight_gpu_pods(util: float, pods: int, hours: int) -> pd.DataFrame:
+    """``pods`` pods of 8 GPUs each, every GPU at ``util``."""
+    rows: list[dict[str, Any]] = []
+    for hour in range(hours):
+        for pod in range(pods):
+            for gpu in range(8):
+                rows.append({
+                    "gpu_id": pod * 8 + gpu + 1, "ts": T0 + hour * HOUR, "step_s": HOUR,
+                    "util_ratio": util, "fb_used_mib": 70000.0, "fb_total_mib": 81920.0,
+                    "pod_id": pod + 1, "pod": f"train-{pod}", "namespace": "ns",
+                    "workload_kind": "Job", "workload": "train", "team": "t",
+                    "attribution": "pod", "pod_gpu_count": 8,
+                })  # fmt: skip
+    return samples_frame(rows)
+
+
+def test_replicas_of_several_gpus_count_whole_replicas() -> None:
+    # 2 pods × 8 GPUs at 31 %: Σ = 16 × 0.31 = 4.96, need ⌈8.27⌉ = 9 GPUs = 2 replicas of 8:
+    # nothing to save, though 9 < 16 GPUs.
+    assert only_replicas(_eight_gpu_pods(0.31, 2, 10), 10).empty
+    # 3 pods at 15 %: Σ = 24 × 0.15 = 3.6, need 6 GPUs = 1 replica of 8, of 3: saves 2/3.
+    rec = only_replicas(_eight_gpu_pods(0.15, 3, 10), 10).iloc[0]
+    assert (rec["current"], rec["suggested"]) == (
+        "3 replicas × 8 × nvidia.com/gpu",
+        "1 replicas × 8 × nvidia.com/gpu",
+    )
+    assert rec["est_monthly_savings_usd"] == pytest.approx(24 * 7 * 730 * 2 / 3)
+
+
+def test_no_range_when_min_and_max_agree() -> None:
+    # 4 pods; busy hours Σ = 4 × 0.14 = 0.56, quiet Σ = 4 × 0.04 = 0.16: a swing (0.56 ≥ 0.48)
+    # but ⌈0.16 / 0.6⌉ = ⌈0.56 / 0.6⌉ = 1: one replica, no range.
+    per_hour = [[0.14] * 4] * 12 + [[0.04] * 4] * 12
+    rec = only_replicas(replicas(per_hour), 24).iloc[0]
+    assert rec["suggested"] == "1 replica × 1 × nvidia.com/gpu"
+    assert "autoscale_min_replicas" not in rec["evidence"]

@@ -148,25 +148,32 @@ def _autoscaling(w: WorkloadMeasures, ctx: Context) -> tuple[int, int] | None:
     return max(_ceil(low / target), 1), max(_ceil(top / target), 1)
 
 
+def _replicas(n: int) -> str:
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 def reduce_replicas(w: WorkloadMeasures, ctx: Context) -> Finding | None:
-    """Fewer replicas: the GPUs held at p95 of sample times exceed what the summed use needs."""
+    """Fewer replicas: the GPUs held at p95 of sample times exceed what the summed use needs.
+
+    Counted in whole replicas of ``pod_gpus`` GPUs each (for one-GPU pods, GPUs): R replicas
+    held at p95, ⌈need ÷ GPUs per replica⌉ needed; fires when that is at most R − 1.
+    """
     if w.pods < 2 or math.isnan(w.held_p95) or math.isnan(w.util_sum_p95):
         return None
     per_pod = max(int(w.pod_gpus), 1)
     if w.gpus_requested < 2 * per_pod:  # never two pods at once
         return None
-    held = int(w.held_p95)
-    need = max(_ceil(w.util_sum_p95 / ctx.policy.replica_target_util), 1)
-    if need > held - 1:
+    need_gpus = max(_ceil(w.util_sum_p95 / ctx.policy.replica_target_util), 1)
+    held, need = int(w.held_p95) // per_pod, _ceil(need_gpus / per_pod)
+    if held < 2 or need > held - 1:
         return None
-    resource = _resource(w, ctx)
-    replicas = (max(_ceil(held / per_pod), 1), max(_ceil(need / per_pod), 1))
-    suggested = f"{replicas[1]} replicas × {_count(per_pod, resource)}"
+    resource = _count(per_pod, _resource(w, ctx))
+    suggested = f"{_replicas(need)} × {resource}"
     evidence: dict[str, Any] = {
-        "gpus_held_p95": held,
+        "gpus_held_p95": int(w.held_p95),
         "util_sum_p95": round(w.util_sum_p95, 4),
         "replica_target_util": ctx.policy.replica_target_util,
-        "gpus_needed": need,
+        "gpus_needed": need_gpus,
         "hourly_util_sum_p05": round(w.hourly_util_sum_p05, 4),
         "hourly_util_sum_p95": round(w.hourly_util_sum_p95, 4),
         "hourly_util_sum_p99": round(w.hourly_util_sum_p99, 4),
@@ -174,10 +181,11 @@ def reduce_replicas(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     scaling = _autoscaling(w, ctx)
     if scaling is not None:
         low, high = (max(_ceil(n / per_pod), 1) for n in scaling)
-        suggested += f", autoscaled {low}–{high} replicas"
-        evidence |= {"autoscale_min_replicas": low, "autoscale_max_replicas": high}
-    current = f"{replicas[0]} replicas × {_count(per_pod, resource)}"
-    return Finding("reduce_replicas", current, suggested, (held - need) / held, evidence)
+        if high > low:
+            suggested += f", autoscaled {low}–{high} replicas"
+            evidence |= {"autoscale_min_replicas": low, "autoscale_max_replicas": high}
+    return Finding("reduce_replicas", f"{_replicas(held)} × {resource}", suggested,
+                   (held - need) / held, evidence)  # fmt: skip
 
 
 def _mig_table(w: WorkloadMeasures, ctx: Context) -> tuple[MigProfile, ...]:

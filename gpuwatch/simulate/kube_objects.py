@@ -22,6 +22,8 @@ What they contain:
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -241,6 +243,17 @@ def _gpu_capacity(node: NodeSpec) -> dict[str, str]:
     return {"nvidia.com/gpu": str(node.gpu_count)}
 
 
+def provider_id(cluster: str, name: str, labels: Mapping[str, str]) -> str:
+    """The node's ``spec.providerID`` as its cloud writes it (EC2 and GKE node names)."""
+    zone = labels.get("topology.kubernetes.io/zone", "zone-a")
+    digest = hashlib.sha256(f"{cluster}/{name}".encode()).hexdigest()
+    if name.endswith(".ec2.internal"):
+        return f"aws:///{zone}/i-{digest[:17]}"
+    if name.startswith("gke-"):
+        return f"gce://gpuwatch-sim/{zone}/{name}"
+    return f"sim:///{cluster}/{name}"
+
+
 def node_object(fleet: Fleet, node: NodeSpec) -> dict[str, Any]:
     """A GPU node with its labels and GPU capacity."""
     meta = _meta(fleet, node.cluster, "Node", None, node.name, _FLEET_CREATED_TS)
@@ -249,7 +262,7 @@ def node_object(fleet: Fleet, node: NodeSpec) -> dict[str, Any]:
     capacity = {"cpu": str(cpu), "memory": f"{cpu * 8}Gi", "pods": "110", **_gpu_capacity(node)}
     return {
         "metadata": meta,
-        "spec": {"providerID": f"sim:///{node.cluster}/{node.name}"},
+        "spec": {"providerID": provider_id(node.cluster, node.name, node.labels)},
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),

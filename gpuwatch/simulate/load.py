@@ -18,7 +18,9 @@ from numpy.typing import NDArray
 from sqlalchemy import Table, func, insert, inspect, select
 from sqlalchemy.engine import Connection
 
+from gpuwatch.domain.providers import provider_from_node
 from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES, SimulatedData
+from gpuwatch.simulate.kube_objects import provider_id
 from gpuwatch.store import rollup
 from gpuwatch.store.models import (
     SAMPLE_FIELDS,
@@ -187,6 +189,8 @@ def _insert_nodes(
         key = (node["cluster"], node["node"])
         row = {c: node[c] for c in _NODE_COLUMNS}
         row.update(cluster_id=clusters[node["cluster"]], name=node["node"])
+        labels = node["labels"]
+        row["provider"] = provider_from_node(provider_id(key[0], key[1], labels), labels)
         row.update(
             first_seen_ts=first.get(key, data.start_ts), last_seen_ts=last.get(key, data.end_ts)
         )
