@@ -137,7 +137,7 @@ def test_replicas_of_several_gpus_count_whole_replicas() -> None:
     rec = only_replicas(_eight_gpu_pods(0.15, 3, 10), 10).iloc[0]
     assert (rec["current"], rec["suggested"]) == (
         "3 replicas × 8 × nvidia.com/gpu",
-        "1 replicas × 8 × nvidia.com/gpu",
+        "1 replica × 8 × nvidia.com/gpu",
     )
     assert rec["est_monthly_savings_usd"] == pytest.approx(24 * 7 * 730 * 2 / 3)
 
