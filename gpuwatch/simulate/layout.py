@@ -134,6 +134,10 @@ NODES = (
     NodeDecl(PROD, "l2", "l4", "g6.12xlarge", "on_demand", "gpu-l4", util_signal="dev"),
     *(NodeDecl(PROD, f"l{i}", "l4", "g6.12xlarge", "spot", "gpu-l4-spot") for i in (3, 4)),
     *(
+        NodeDecl(PROD, f"l{i}", "l4", "g6.12xlarge", "on_demand", "gpu-l4-serving")
+        for i in range(5, 10)
+    ),
+    *(
         NodeDecl(PROD, f"t{i}", "t4", "g4dn.12xlarge", "on_demand", "t4", managed_nodegroup=True)
         for i in (0, 1)
     ),
@@ -173,6 +177,7 @@ NAMESPACES = (
     (PROD, "notebooks", "research"),
     (PROD, "vision-prod", "vision"),
     (PROD, "speech", "research"),
+    (PROD, "support", "search"),
     (RESEARCH, "nlp-research", "research"),
     (RESEARCH, "genai-research", "research"),
     (RESEARCH, "vision-research", "vision"),
@@ -197,6 +202,10 @@ NEAR_OOM = Pattern("diurnal", 0.3, 0.72, 0.955, 0.985, mem_idle=0.955)
 NOTEBOOK = Pattern("office", 0.3, 0.85, 0.35, 0.6, idle_util=0.01, mem_idle=0.25)
 BATCH = Pattern("flat", 0.55, 0.82, 0.4, 0.6)
 DEBUG_IDLE = Pattern("flat", 0.0, 0.008, 0.012, 0.013, idle_util=0.0)
+#: 12 replicas with the demand of 3 (Σ utilization about 1.6: ⌈p95 ÷ 0.6⌉ = 3).
+OVER_REPLICATED = Pattern("flat", 0.11, 0.16, 0.3, 0.35)
+#: Traffic that follows the day: summed utilization swings fourfold between night and peak.
+DIURNAL_SERVING = Pattern("diurnal", 0.04, 0.55, 0.3, 0.4, mem_idle=0.3, peak_hour=14.0)
 
 
 def rolling(period_h: int) -> Schedule:
@@ -307,6 +316,8 @@ WORKLOADS = (
     _w(PROD, "notebooks", "jupyter-dana", "Pod", "l4", 1, NOTEBOOK, rolling(168), first=1,
        team="vision"),
     _w(PROD, "vision-prod", "ocr-service", "Deployment", "t0", 4, SERVING, rolling(220)),
+    _w(PROD, "support", "chat-assist", "Deployment", "l5 l6 l7", 12, OVER_REPLICATED, rolling(320)),
+    _w(PROD, "support", "ticket-triage", "Deployment", "l8 l9", 8, DIURNAL_SERVING, rolling(280)),
     _w(PROD, "search-prod", "legacy-classifier", "Deployment", "t1", 2, IDLE_INFERENCE,
        rolling(400)),
     _w(PROD, "speech", "asr-small", "Deployment", "t2", 5, LIGHT_SERVING, rolling(200)),
