@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import importlib
+import io
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +25,7 @@ from sqlalchemy import Engine
 from gpuwatch.alerts.render import (
     OPERATOR_FILE,
     PLAIN_FILE,
-    render_rules,
-    rule_params_from_settings,
 )
-from gpuwatch.analytics.recommend import recommend
-from gpuwatch.analytics.render import render_csv as render_recommendations_csv
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import filters_to_search, search_with
 from gpuwatch.app.data import DashboardData, Filters
@@ -31,8 +33,7 @@ from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import headline, window_bounds
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
-from gpuwatch.report.inputs import load_inputs, policy_from, price_book_from
-from gpuwatch.report.weekly import iso_week_bounds, render_csv, weekly_report
+from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store.engine import make_engine
 
 NOW_TS = 1_794_823_200  # a Monday 12:00 UTC
@@ -180,64 +181,57 @@ def test_table_clicks_drill_down_and_open_pages() -> None:
     assert page("gpus").open_clicked({"points": []}, "") is dash.no_update
 
 
-def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path) -> None:
+def _cli(store: Path, cwd: Path, *args: str) -> str:
+    """What the ``gpuwatch`` command prints on ``store``, run as a user would."""
+    env = {"PATH": os.environ.get("PATH", ""), "GPUWATCH_DATABASE_URL": f"sqlite:///{store}"}
+    done = subprocess.run([sys.executable, "-m", "gpuwatch", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300, check=True)  # fmt: skip
+    return done.stdout
+
+
+def _iso(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path, tmp_path: Path) -> None:
     source = data_source()
     week = page("reports").chosen_week(source.data.current(), {})
     assert week is not None
     got = page("reports").download(1, week)
-    start, _ = iso_week_bounds(week)
-    settings = Settings()
-    idle_pct = settings.thresholds.idle_util_pct
-    inputs = load_inputs(
-        source.engine, start, start + 7 * 86400, resolution="auto", idle_util_pct=idle_pct
-    )
-    frame = weekly_report(
-        inputs.samples,
-        inputs.pods,
-        inputs.gpus,
-        price_book_from(settings),
-        policy_from(settings),
-        start,
-        nodes=inputs.nodes,
-        detail=inputs.detail,
-    )
-    assert got["content"] == render_csv(frame)
-    assert got["content"].count("\n") > 10
     assert got["filename"] == f"gpuwatch-weekly-{week}.csv"
-    assert page("reports").download(None, week) is dash.no_update
-    assert page("reports").pick_week("2026-W01", "2025-W50", "?week=2025-W50") == "?week=2026-W01"
-    assert page("reports").pick_week(week, week, "") is dash.no_update
+    # byte for byte what `gpuwatch report weekly` writes for the week
+    assert got["content"] == _cli(fleet_path, tmp_path, "report", "weekly", "--week", week)
+    # and its hours are every sample-hour the store holds for the week, held or not
+    rows = list(csv.DictReader(io.StringIO(got["content"])))
+    assert len(rows) > 10
+    start, end = iso_week_bounds(week)
+    with sqlite3.connect(fleet_path) as conn:
+        (stored,) = conn.execute(
+            "SELECT sum(data_s) / 3600.0 FROM gpu_samples_hourly "
+            "WHERE hour_ts >= ? AND hour_ts < ?",
+            (start, end),
+        ).fetchone()
+    held = sum(float(r["allocated_gpu_hours"]) + float(r["unallocated_gpu_hours"]) for r in rows)
+    assert held == pytest.approx(stored, abs=0.01 * len(rows))  # rows are rounded to 0.01 h
 
 
-def test_savings_download_is_the_recommend_csv(app: Dash) -> None:
-    source = data_source()
-    snap = source.data.current()
+def test_savings_download_is_the_recommend_csv(app: Dash, fleet_path: Path, tmp_path: Path) -> None:
+    snap = data_source().data.current()
     start, end = window_bounds(snap, Filters(window="3d"))
-    settings = Settings()
-    idle_pct = settings.thresholds.idle_util_pct
-    inputs = load_inputs(source.engine, start, end, resolution="auto", idle_util_pct=idle_pct)
-    assert inputs.resolution == "hourly"
-    expected = recommend(
-        inputs.samples,
-        inputs.pods,
-        price_book_from(settings),
-        policy_from(settings),
-        start,
-        end,
-        gpus=inputs.gpus,
-        nodes=inputs.nodes,
-        detail=inputs.detail,
-    )
     got = page("savings").download_csv(1, "?window=3d")
-    assert got["content"] == render_recommendations_csv(expected)
-    assert len(expected) > 0
+    expected = _cli(fleet_path, tmp_path, "recommend", "--format", "csv",
+                    "--start", _iso(start), "--end", _iso(end))  # fmt: skip
+    assert got["content"] == expected
+    assert expected.count("\n") > 10
 
 
-def test_rule_downloads_are_the_rendered_files(app: Dash) -> None:
-    files = render_rules(rule_params_from_settings(Settings()))
-    assert page("alerts").download_operator(1)["content"] == files[OPERATOR_FILE]
-    assert page("alerts").download_plain(2)["content"] == files[PLAIN_FILE]
-    assert "kind: PrometheusRule" in files[OPERATOR_FILE]
+def test_rule_downloads_are_the_committed_files(app: Dash) -> None:
+    committed = Path(__file__).resolve().parents[1] / "alerts"
+    operator = (committed / OPERATOR_FILE).read_text(encoding="utf-8")
+    plain = (committed / PLAIN_FILE).read_text(encoding="utf-8")
+    assert page("alerts").download_operator(1)["content"] == operator
+    assert page("alerts").download_plain(2)["content"] == plain
+    assert "kind: PrometheusRule" in operator
     assert page("alerts").download_operator(None) is dash.no_update
 
 

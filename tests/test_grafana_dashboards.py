@@ -9,8 +9,11 @@ evaluates rules in real time); then every panel query runs through ``/api/v1/que
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -92,9 +95,24 @@ def test_committed_dashboards_equal_the_default_render(name: str) -> None:
     assert committed == _default_files()[name], REFRESH_HINT
 
 
+def _render_in_a_process(hash_seed: str) -> dict[str, str]:
+    code = (
+        "import json; from gpuwatch.alerts.grafana import render_dashboards; "
+        "from gpuwatch.alerts.params import RuleParams; "
+        "print(json.dumps(render_dashboards(RuleParams())))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)  # fmt: skip
+    rendered: dict[str, str] = json.loads(done.stdout)
+    return rendered
+
+
 def test_render_is_deterministic() -> None:
-    assert _default_files() == _default_files()
-    assert sorted(_default_files()) == [FLEET_FILE, HEALTH_FILE]
+    """The same files from processes whose set and dict orders differ (other hash seeds)."""
+    first, second = _render_in_a_process("1"), _render_in_a_process("2")
+    assert sorted(first) == [FLEET_FILE, HEALTH_FILE]
+    assert first == second
 
 
 @pytest.mark.parametrize("name", [FLEET_FILE, HEALTH_FILE])
@@ -231,6 +249,31 @@ def _scrape_job(cluster: str, exporter: ExporterServer, labelled: bool) -> dict[
     return job
 
 
+def _announced_targets(exporters: list[ExporterServer]) -> int:
+    """The scrape targets the exporters' HTTP service discovery lists (one per node)."""
+    total = 0
+    for exporter in exporters:
+        with urllib.request.urlopen(f"{exporter.url}/targets", timeout=30) as response:
+            total += sum(len(group["targets"]) for group in json.load(response))
+    return total
+
+
+def _targets_up(stack: LiveStack, expected: int) -> bool:
+    """Every announced target discovered and scraped successfully at least once."""
+    result = stack.query("count(up == 1)")["data"]["result"]
+    return bool(result) and int(float(result[0]["value"][1])) == expected
+
+
+def _evaluated_after(stack: LiveStack, instant: float) -> bool:
+    """Every recorded series of the dashboards was last evaluated after ``instant``."""
+    names = (UTIL, NAMESPACE_IDLE_COST, NODE_UNALLOCATED, TEMPERATURE, FB_USED)
+    for name in names:
+        result = stack.query(f"min(timestamp({name}))")["data"]["result"]
+        if not result or float(result[0]["value"][1]) <= instant:
+            return False
+    return True
+
+
 def _rules_ready(stack: LiveStack) -> bool:
     for name in (UTIL, NAMESPACE_IDLE_COST, NODE_UNALLOCATED, TEMPERATURE, FB_USED, XID_CODE):
         if not stack.query(name).get("data", {}).get("result"):
@@ -276,7 +319,13 @@ def live(
     prometheus = PrometheusProcess(folder / "tsdb", yaml.safe_dump(config))
     try:
         stack = LiveStack(prometheus.start(), params, clusters)
+        # Prometheus discovers and scrapes the node targets one by one, on a loaded machine
+        # seconds apart: wait for every target, then for the rules' first evaluation after.
+        expected = _announced_targets(exporters)
+        wait_until(lambda: _targets_up(stack, expected), "every exporter target to be up", 90)
+        scraped = float(stack.query("time()")["data"]["result"][0])
         wait_until(lambda: _rules_ready(stack), "the recording rules to have series", 90)
+        wait_until(lambda: _evaluated_after(stack, scraped), "a rule evaluation after that", 90)
         yield stack
     finally:
         prometheus.stop()
