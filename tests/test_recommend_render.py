@@ -57,7 +57,24 @@ def test_table_lists_every_recommendation_and_the_total() -> None:
     assert lines[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "GPU"]
     assert "reclaim_idle" in lines[1]
     assert "1,234.57" in lines[1]
-    assert lines[-1] == "2 recommendations, est. savings $1,234.57 per month"
+    assert lines[-2:] == [
+        "2 recommendations for 2 workloads",
+        "potential savings $1,234.57 per month (the largest recommendation per workload)",
+    ]
+
+
+def test_table_total_is_the_largest_saving_per_workload_with_its_basis() -> None:
+    recs = _recs()
+    spot = recs.iloc[[0]].assign(kind="use_spot", est_monthly_savings_usd=500.0)
+    frame = pd.concat([recs, spot], ignore_index=True)
+    start = 1_794_182_400  # 2026-11-09 00:00 UTC
+    lines = render_table(frame, (start, start + 30 * 3600)).splitlines()
+    # train's two suggestions are alternatives: $1,234.57 counts, $500 does not
+    assert lines[-2:] == [
+        "3 recommendations for 2 workloads",
+        "potential savings $1,234.57 per month (the largest recommendation per workload, "
+        "per 730 h from 30 h of data: 2026-11-09 00:00 UTC to 2026-11-10 06:00 UTC)",
+    ]
 
 
 def test_table_of_nothing_says_so() -> None:

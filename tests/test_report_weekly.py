@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
 import pandas as pd
@@ -21,6 +23,7 @@ from gpuwatch.report.weekly import (
     render_csv,
     weekly_report,
 )
+from tests.test_analytics_costing import example_book, worked_example
 
 WEEK_START = 1_794_182_400  # Monday 2026-11-09 00:00 UTC, ISO week 2026-W46
 HOUR = 3600
@@ -75,18 +78,24 @@ def week_samples() -> pd.DataFrame:
     ])  # fmt: skip
 
 
-GOLDEN = (
+HEADER_LINE = (
     "week_start,cluster,team,namespace,workload_kind,workload,gpu_model,gpus_requested,"
     "allocated_gpu_hours,used_gpu_hours,efficiency_pct,idle_gpu_hours,allocated_cost_usd,"
-    "idle_cost_usd,unused_cost_usd,recommendation,est_monthly_savings_usd\n"
+    "idle_cost_usd,unused_cost_usd,recommendation,est_monthly_savings_usd,"
+    "allocation,queue,stalled_gpu_hours,stalled_cost_usd,throttled_gpu_hours,failing_gpu_hours,"
+    "failing_cost_usd,sm_active_pct,tensor_active_pct,unallocated_gpu_hours,unallocated_cost_usd\n"
+)
+# The data covers hours 0-29 of the week (30 h): train's saving is $30 / 30 h × 730 h.
+# The __idle__ row holds n2's unallocated GPU in the unallocated columns only.
+GOLDEN = HEADER_LINE + (
     "2026-11-09,c1,research,ml,Job,train,NVIDIA Test GPU,1,30.00,0.00,0.0,30.00,30.00,30.00,"
-    "30.00,reclaim_idle,130.36\n"
-    "2026-11-09,c1,,__idle__,Unallocated,n2,NVIDIA Test GPU,0,5.00,0.00,0.0,5.00,5.00,5.00,"
-    "5.00,,0.00\n"
+    "30.00,reclaim_idle,730.00,device-plugin,,0.00,0.00,0.00,0.00,0.00,,,0.00,0.00\n"
+    "2026-11-09,c1,,__idle__,Unallocated,n2,NVIDIA Test GPU,0,0.00,0.00,0.0,0.00,0.00,0.00,"
+    "0.00,,0.00,device-plugin,,0.00,0.00,0.00,0.00,0.00,,,5.00,5.00\n"
     "2026-11-09,c1,'+t,lab,Pod,'@evil,NVIDIA Test GPU,1,1.00,0.50,50.0,0.00,1.00,0.00,0.50,,"
-    "0.00\n"
+    "0.00,device-plugin,,0.00,0.00,0.00,0.00,0.00,,,0.00,0.00\n"
     "2026-11-09,c1,product,web,Deployment,api,NVIDIA Test GPU,1,10.00,10.00,100.0,0.00,10.00,"
-    "0.00,0.00,,0.00\n"
+    "0.00,0.00,,0.00,device-plugin,,0.00,0.00,0.00,0.00,0.00,,,0.00,0.00\n"
 )
 
 
@@ -95,10 +104,16 @@ def test_golden_csv() -> None:
     assert render_csv(frame) == GOLDEN
 
 
-def test_reclaim_saving_is_cost_per_window_hour_times_730() -> None:
+def test_header_is_section_4_then_section_7_appended() -> None:
+    assert ",".join(HEADER) + "\n" == HEADER_LINE
+    assert HEADER[16] == "est_monthly_savings_usd" and len(HEADER) == 17 + 11
+
+
+def test_reclaim_saving_is_cost_per_hour_with_data_times_730() -> None:
     frame = weekly_report(week_samples(), None, None, BOOK, POLICY, WEEK_START)
     train = frame[frame["workload"] == "train"].iloc[0]
-    assert train["est_monthly_savings_usd"] == round(30.0 / 168 * 730, 2)
+    # $30 over the 30 hours the week has data (hour 0 to the end of hour 29), not over 168 h
+    assert train["est_monthly_savings_usd"] == round(30.0 / 30 * 730, 2)
 
 
 def test_each_column_sums_to_the_fleet_total() -> None:
@@ -106,10 +121,69 @@ def test_each_column_sums_to_the_fleet_total() -> None:
     frame = weekly_report(samples, None, None, BOOK, POLICY, WEEK_START)
     in_week = samples[samples["ts"] < WEEK_START + 7 * 86400]
     total = summarize(prepare(in_week, None, BOOK), [], POLICY.idle_threshold_ratio).iloc[0]
-    capacity = total[c.ALLOCATED_GPU_HOURS] + total[c.UNALLOCATED_GPU_HOURS]
-    assert frame["allocated_gpu_hours"].sum() == pytest.approx(capacity)
-    cost = total[c.ALLOCATED_COST_USD] + total[c.UNALLOCATED_COST_USD]
-    assert frame["allocated_cost_usd"].sum() == pytest.approx(cost)
+    for name in (
+        c.ALLOCATED_GPU_HOURS,
+        c.USED_GPU_HOURS,
+        c.IDLE_GPU_HOURS,
+        c.ALLOCATED_COST_USD,
+        c.IDLE_COST_USD,
+        c.UNUSED_COST_USD,
+        c.UNALLOCATED_GPU_HOURS,
+        c.UNALLOCATED_COST_USD,
+    ):
+        assert frame[name].sum() == pytest.approx(total[name]), name
+    # by hand: train 30 h idle at $1/h; n2's GPU 5 h unallocated at $1/h
+    assert frame["idle_cost_usd"].sum() == 30.0
+    assert frame["unallocated_cost_usd"].sum() == 5.0
+    assert frame["allocated_cost_usd"].sum() == 30.0 + 10.0 + 1.0
+
+
+def test_unallocated_rows_hold_only_unallocated_capacity() -> None:
+    frame = weekly_report(week_samples(), None, None, BOOK, POLICY, WEEK_START)
+    free = frame[frame["namespace"] == "__idle__"].iloc[0]
+    held = ["allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
+            "idle_cost_usd", "unused_cost_usd"]  # fmt: skip
+    assert (free["workload_kind"], free["workload"], free["team"]) == ("Unallocated", "n2", "")
+    assert [free[n] for n in held] == [0.0] * len(held)
+    assert (free["unallocated_gpu_hours"], free["unallocated_cost_usd"]) == (5.0, 5.0)
+    workloads = frame[frame["namespace"] != "__idle__"]
+    assert workloads["unallocated_gpu_hours"].eq(0).all()
+
+
+def test_allocation_names_how_the_gpus_were_held() -> None:
+    def unit(gpu_id: int, node: str, **facts: Any) -> list[dict[str, Any]]:
+        return [r | facts for r in _samples(gpu_id, node, 2, 0.5)]
+
+    whole = {"pod_id": 1, "pod": "a-0", "namespace": "ml", "workload_kind": "Job",
+             "workload": "a"}  # fmt: skip
+    mig = {"pod_id": 2, "pod": "b-0", "namespace": "ml", "workload_kind": "Job", "workload": "b"}
+    rows = [
+        *unit(1, "n1", **whole),
+        *unit(2, "n2", **whole, mig_profile="3g.40gb"),  # pod a on a MIG instance too
+        *unit(3, "n2", **mig, mig_profile="1g.10gb", timeslice_replicas=2),
+        *unit(4, "n3", slot=0, timeslice_replicas=4),  # unheld slots of a shared GPU
+        *unit(5, "n3", slot=1, timeslice_replicas=4),
+        *unit(6, "n2", mig_profile="3g.40gb"),
+    ]
+    frame = weekly_report(samples_frame(rows), None, None, BOOK, POLICY, WEEK_START)
+    got = dict(zip(frame["workload"], frame["allocation"], strict=True))
+    assert got == {
+        "a": "device-plugin+mig",
+        "b": "mig+time-slice",
+        "n2": "mig",
+        "n3": "time-slice",
+    }
+
+
+def test_columns_not_measured_yet_are_empty_or_zero() -> None:
+    text = render_csv(weekly_report(week_samples(), None, None, BOOK, POLICY, WEEK_START))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 4
+    for cells in rows:
+        assert (cells["queue"], cells["sm_active_pct"], cells["tensor_active_pct"]) == ("", "", "")
+        for name in ("stalled_gpu_hours", "stalled_cost_usd", "throttled_gpu_hours",
+                     "failing_gpu_hours", "failing_cost_usd"):  # fmt: skip
+            assert cells[name] == "0.00"
 
 
 def test_empty_week_is_the_header_alone() -> None:
@@ -176,3 +250,21 @@ def test_gpus_requested_is_the_most_held_at_once_and_memory_risk_is_named() -> N
     assert (row["workload"], row["gpus_requested"]) == ("srv", 2)
     assert (row["recommendation"], row["est_monthly_savings_usd"]) == ("memory_risk", 0.0)
     assert row["allocated_gpu_hours"] == 20.0
+
+
+def test_the_worked_example_of_the_docs_as_weekly_rows() -> None:
+    # docs/cost-model.md, "Column totals of the weekly CSV": the example's 2 hours lie in W46
+    frame = weekly_report(worked_example(), None, None, example_book(), POLICY, WEEK_START)
+    rows = frame.set_index("workload")
+    names = ["namespace", "allocation", "allocated_cost_usd", "idle_cost_usd",
+             "unallocated_gpu_hours", "unallocated_cost_usd"]  # fmt: skip
+    got = {w: list(r) for w, r in rows[names].iterrows()}
+    assert got == {
+        "train": ["ml", "device-plugin", 8.0, 4.0, 0.0, 0.0],
+        "api": ["web", "mig", 6.0, 0.0, 0.0, 0.0],
+        "nb-0": ["lab", "time-slice", 2.0, 0.0, 0.0, 0.0],
+        "n2": ["__idle__", "mig", 0.0, 0.0, 2.0, 8.0],
+        "n3": ["__idle__", "device-plugin+time-slice", 0.0, 0.0, 3.75, 5.5],
+    }
+    sums = frame[names[2:]].sum().round(2).tolist()
+    assert sums == [16.0, 4.0, 5.75, 13.5]

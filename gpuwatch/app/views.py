@@ -22,6 +22,7 @@ from gpuwatch.analytics.recommend import (
     workload_resources,
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
+from gpuwatch.analytics.totals import data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
@@ -102,6 +103,23 @@ def hourly_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
     return snap.hourly_between(*window_bounds(snap, f))
 
 
+def data_window(snap: Snapshot, window: str) -> tuple[int, int] | None:
+    """The part of the window the fleet's data covers (:func:`~gpuwatch.analytics.totals.
+    data_span` of its hourly rows, as ``gpuwatch recommend`` clips its window); None without."""
+
+    def compute() -> tuple[int, int] | None:
+        f = Filters(window=window)
+        return data_span(hourly_rows(snap, f), *window_bounds(snap, f))
+
+    return snap.memo(("data_window", window), compute, pin=True)
+
+
+def data_hours(snap: Snapshot, window: str) -> float:
+    """Hours of the window with data: what monthly figures are extrapolated from."""
+    span = data_window(snap, window)
+    return 0.0 if span is None else (span[1] - span[0]) / 3600.0
+
+
 def sums(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Summed cost-model quantities per group (one row when ``by`` is empty), with ratios."""
     names = list(COST_SUMS)
@@ -134,6 +152,7 @@ class Headline:
     unallocated_cost_usd: float
     monthly_savings_usd: float
     recommendations: int
+    data_hours: float
     coverage_ratio: float
     window_start_ts: int
     window_end_ts: int
@@ -175,8 +194,9 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
             idle_cost_usd=float(total[c.IDLE_COST_USD]),
             unused_cost_usd=float(total[c.UNUSED_COST_USD]),
             unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
-            monthly_savings_usd=float(best_savings(recs)["est_monthly_savings_usd"].sum()),
+            monthly_savings_usd=potential_savings_usd(recs),
             recommendations=len(recs),
+            data_hours=data_hours(snap, f.window),
             coverage_ratio=float(cov[c.GPU_HOURS].sum()) / observed if observed > 0 else math.nan,
             window_start_ts=start,
             window_end_ts=end,
@@ -186,12 +206,13 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
 
 
 def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
-    """Every recommendation for a window (as ``gpuwatch recommend`` over the same window)."""
+    """Every recommendation for a window (as ``gpuwatch recommend`` over the same window):
+    savings per 730 h from the window's hours with data (:func:`data_hours`)."""
 
     def compute() -> pd.DataFrame:
-        start, end = window_bounds(snap, Filters(window=window))
         rows = hourly_rows(snap, Filters(window=window))
-        if rows.empty:
+        span = data_window(snap, window)
+        if rows.empty or span is None:
             return empty_recommendations()
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units)
         ctx = Context(
@@ -200,7 +221,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
             mig_capable_nodes(snap.nodes),
             workload_resources(snap.pods),
         )
-        return recommend_from_stats(stats, ctx, (end - start) / 3600.0)
+        return recommend_from_stats(stats, ctx, data_hours(snap, window))
 
     return snap.memo(("recommendations", window), compute, pin=True)
 
@@ -216,7 +237,8 @@ def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
 
 def best_savings(recs: pd.DataFrame) -> pd.DataFrame:
-    """Per workload and GPU model, its largest saving (savings of different kinds overlap)."""
+    """Per workload and GPU model, its largest saving (savings of different kinds overlap):
+    the rows :func:`~gpuwatch.analytics.totals.potential_savings_usd` adds up."""
     keys = list(c.WORKLOAD_KEYS)
     if recs.empty:
         return pd.DataFrame(columns=[*keys, "team", "kind", "est_monthly_savings_usd"])

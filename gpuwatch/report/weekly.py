@@ -1,4 +1,4 @@
-"""The weekly waste report CSV (contract section 4).
+"""The weekly waste report CSV (contract sections 4 and 7).
 
 :func:`weekly_report` builds the rows as a DataFrame (numbers already rounded, rows sorted);
 :func:`render_csv` writes them exactly as the contract says. Both are pure.
@@ -27,6 +27,7 @@ from gpuwatch.analytics.recommend import (
 )
 from gpuwatch.analytics.render import neutralise
 from gpuwatch.analytics.summary import as_text, sample_measures
+from gpuwatch.analytics.totals import hours_with_data
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.pricing import PriceBook
 
@@ -51,15 +52,44 @@ HEADER: tuple[str, ...] = (
     "unused_cost_usd",
     "recommendation",
     "est_monthly_savings_usd",
+    # Appended by contract section 7, in this order.
+    "allocation",
+    "queue",
+    "stalled_gpu_hours",
+    "stalled_cost_usd",
+    "throttled_gpu_hours",
+    "failing_gpu_hours",
+    "failing_cost_usd",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "unallocated_gpu_hours",
+    "unallocated_cost_usd",
 )
 TEXT_COLUMNS = frozenset(
     {"week_start", "cluster", "team", "namespace", "workload_kind", "workload", "gpu_model",
-     "recommendation"}
+     "recommendation", "allocation", "queue"}
 )  # fmt: skip
 TWO_DECIMALS = frozenset(
     {"allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
-     "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd"}
+     "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd", "stalled_gpu_hours",
+     "stalled_cost_usd", "throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd",
+     "unallocated_gpu_hours", "unallocated_cost_usd"}
 )  # fmt: skip
+#: Percents the store does not measure yet: empty cells ("not provided", contract section 7).
+OPTIONAL_PCT = frozenset({"sm_active_pct", "tensor_active_pct"})
+#: Columns the store cannot fill yet: Kueue queues, gang stalls, clock events, GPU health.
+NOT_MEASURED: dict[str, Any] = {
+    "queue": "",
+    "stalled_gpu_hours": 0.0,
+    "stalled_cost_usd": 0.0,
+    "throttled_gpu_hours": 0.0,
+    "failing_gpu_hours": 0.0,
+    "failing_cost_usd": 0.0,
+    "sm_active_pct": np.nan,
+    "tensor_active_pct": np.nan,
+}
+#: How a unit is held, by the store's unit facts (contract section 7, ``allocation``).
+DEVICE_PLUGIN, MIG, TIME_SLICE = "device-plugin", "mig", "time-slice"
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
 
@@ -95,11 +125,31 @@ def _check_week_start(week_start_ts: int) -> str:
     return start.date().isoformat()
 
 
-def _summed(rows: pd.DataFrame, keys: list[str], threshold: float, idle: bool) -> pd.DataFrame:
-    values = sample_measures(rows, threshold, all_allocated=idle)
-    names = list(c.SUM_COLUMNS[:6])
-    out = group_sum(rows[keys].reset_index(drop=True), {n: values[n] for n in names})
-    return as_text(out, keys)
+def allocation_modes(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per sample, 1.0 where its unit is held that way: a MIG instance, a time-slice slot
+    (``timeslice_replicas`` > 1; a sliced MIG instance is both), else a whole GPU."""
+    mig = rows["mig_profile"].astype(object).fillna("").to_numpy() != ""
+    replicas = rows["timeslice_replicas"].astype("Float64").fillna(1.0).to_numpy(dtype="float64")
+    sliced = replicas > 1
+    whole = ~mig & ~sliced
+    return {DEVICE_PLUGIN: whole * 1.0, MIG: mig * 1.0, TIME_SLICE: sliced * 1.0}
+
+
+def _allocation_text(sums: pd.DataFrame) -> pd.Series:
+    """The modes a group's samples were held in, sorted and ``+``-joined."""
+    modes = sorted((DEVICE_PLUGIN, MIG, TIME_SLICE))
+    held = sums[modes].to_numpy(dtype="float64") > 0
+    text = ["+".join(m for m, on in zip(modes, row, strict=True) if on) for row in held]
+    return pd.Series(text, index=sums.index, dtype=object)
+
+
+def _summed(rows: pd.DataFrame, keys: list[str], threshold: float) -> pd.DataFrame:
+    """The cost-model sums (allocated and unallocated alike) and the allocation per group."""
+    values = sample_measures(rows, threshold)
+    modes = allocation_modes(rows)
+    out = group_sum(rows[keys].reset_index(drop=True), {**values, **modes})
+    out["allocation"] = _allocation_text(out)
+    return as_text(out.drop(columns=list(modes)), keys)
 
 
 def _best_recommendation(recs: pd.DataFrame) -> pd.DataFrame:
@@ -118,13 +168,15 @@ def _workload_rows(
     policy: AnalyticsPolicy,
     context: dict[str, Any],
 ) -> pd.DataFrame:
+    """One row per workload and GPU model; savings are per 730 h of the week's data hours."""
     held = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
     if held.empty:
         return pd.DataFrame()
-    sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
+    sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio)
     stats = workload_stats(held, policy, price_book, context["gpus"])
     ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
-    best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / 3600.0))
+    recs = recommend_from_stats(stats, ctx, context["data_hours"])
+    best = _best_recommendation(recs)
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
     out["recommendation"] = out["recommendation"].fillna("")
@@ -132,11 +184,13 @@ def _workload_rows(
     return out
 
 
-def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
+def _unallocated_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """One ``__idle__`` row per (cluster, node, GPU model): its unallocated capacity, in the
+    unallocated columns only (its allocated, used, idle and unused columns are 0)."""
     free = costed[~costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
     if free.empty:
         return pd.DataFrame()
-    out = _summed(free, ["cluster", "node", "gpu_model"], threshold, idle=True)
+    out = _summed(free, ["cluster", "node", "gpu_model"], threshold)
     out = out.rename(columns={"node": "workload"})
     out["namespace"] = IDLE_NAMESPACE
     out["workload_kind"] = UNALLOCATED_KIND
@@ -159,6 +213,8 @@ def _finish(frame: pd.DataFrame, week_start: str) -> pd.DataFrame:
     frame["gpus_requested"] = frame["gpus_requested"].fillna(0).astype("int64")
     for name in TEXT_COLUMNS:
         frame[name] = frame[name].astype(object).where(frame[name].notna(), "").astype(str)
+    for name in OPTIONAL_PCT:
+        frame[name] = frame[name].astype("float64").round(1) + 0.0
     frame = frame.sort_values(_SORT_KEYS, kind="stable")
     frame = frame.sort_values("idle_cost_usd", ascending=False, kind="stable")
     return frame[list(HEADER)].reset_index(drop=True)
@@ -177,21 +233,29 @@ def weekly_report(
     """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
 
     Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
-    rows are sorted by ``idle_cost_usd`` descending, then by their key columns.
+    rows are sorted by ``idle_cost_usd`` descending, then by their key columns. Each summed
+    column adds up over all rows to the fleet's total: ``__idle__`` rows hold unallocated
+    capacity in ``unallocated_*`` only. ``est_monthly_savings_usd`` extrapolates the week's
+    hours with data (:func:`~gpuwatch.analytics.totals.hours_with_data`) to 730 h.
     """
     week_start = _check_week_start(week_start_ts)
     end_ts = week_start_ts + WEEK_S
     week = samples[(samples["ts"] >= week_start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(week, pods, price_book)
-    context = {"gpus": gpus, "nodes": nodes}
+    context = {
+        "gpus": gpus,
+        "nodes": nodes,
+        "data_hours": hours_with_data(week, week_start_ts, end_ts),
+    }
     parts = [
         _workload_rows(costed, pods, price_book, policy, context),
-        _idle_rows(costed, policy.idle_threshold_ratio),
+        _unallocated_rows(costed, policy.idle_threshold_ratio),
     ]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in HEADER})
-    return _finish(pd.concat(parts, ignore_index=True), week_start)
+    frame = pd.concat(parts, ignore_index=True).assign(**NOT_MEASURED)
+    return _finish(frame, week_start)
 
 
 def _cell(name: str, value: Any) -> str:
@@ -201,6 +265,8 @@ def _cell(name: str, value: Any) -> str:
         return str(int(value))
     if name == "efficiency_pct":
         return f"{float(value):.1f}"
+    if name in OPTIONAL_PCT:
+        return "" if pd.isna(value) else f"{float(value):.1f}"
     return f"{float(value):.2f}"
 
 

@@ -119,7 +119,7 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
             nodes_table(snap, f),
             note="Coverage: hours with a sample ÷ hours the GPUs existed (missing samples "
             "are no data, never idle). A GPU without pod attribution was never held by a "
-            "pod in the window: idle capacity, or DCGM without pod labels there. Exporter "
+            "pod in the window: unallocated capacity, or DCGM without pod labels there. Exporter "
             "gaps are counted per hour from the hourly roll-ups: an hour in which a GPU has "
             "fewer samples than its step implies (or none, between its first and last "
             "sample) is missing data, and consecutive such hours make one gap; its length is "
