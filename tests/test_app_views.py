@@ -91,8 +91,11 @@ def test_coverage_equals_unit_coverage(engine: Engine, snap: Snapshot) -> None:
     assert 0.5 < ratio <= 1.0
 
 
-def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snapshot) -> None:
-    f = Filters(window="3d")
+@pytest.mark.parametrize("window", ["3d", "14d"])
+def test_recommendations_and_savings_equal_recommend(
+    engine: Engine, snap: Snapshot, window: str
+) -> None:
+    f = Filters(window=window)
     start, end = views.window_bounds(snap, f)
     settings = Settings()
     # as `gpuwatch recommend` reads the window: hourly roll-ups where the store has them
@@ -100,13 +103,18 @@ def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snaps
         engine, start, end, resolution="auto", idle_util_pct=settings.thresholds.idle_util_pct
     )
     assert inputs.resolution == "hourly"
+    # as `gpuwatch recommend` clips its window: to the first sample's hour and the data's end
+    first = int(inputs.samples["ts"].min())
+    last = int((inputs.samples["ts"] + inputs.samples["step_s"]).max())
+    assert first - start == (11 * 86400 if window == "14d" else 0)  # 3 days of data
+    assert last == end
     expected = recommend(
         inputs.samples,
         inputs.pods,
         price_book_from(settings),
         policy_from(settings),
-        start,
-        end,
+        first,
+        last,
         gpus=inputs.gpus,
         nodes=inputs.nodes,
         detail=inputs.detail,
@@ -115,7 +123,9 @@ def test_recommendations_and_savings_equal_recommend(engine: Engine, snap: Snaps
     assert len(got) == len(expected) > 0
     pd.testing.assert_frame_equal(got.drop(columns="evidence"), expected.drop(columns="evidence"))
     best = expected.groupby(list(c.WORKLOAD_KEYS))["est_monthly_savings_usd"].max().sum()
-    assert views.headline(snap, f).monthly_savings_usd == pytest.approx(best, rel=1e-9)
+    h = views.headline(snap, f)
+    assert h.monthly_savings_usd == pytest.approx(best, rel=1e-9)
+    assert h.data_hours == (last - first) / 3600
 
 
 def test_team_breakdown_equals_summarize(engine: Engine, snap: Snapshot) -> None:

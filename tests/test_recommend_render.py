@@ -57,28 +57,24 @@ def test_table_lists_every_recommendation_and_the_total() -> None:
     assert lines[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "GPU"]
     assert "reclaim_idle" in lines[1]
     assert "1,234.57" in lines[1]
-    assert lines[-1] == (
-        "2 recommendations for 2 workloads; potential savings $1,234.57 per month "
-        "(the largest per workload, per 730 hours)"
-    )
-
-
-def test_the_table_total_is_the_largest_saving_per_workload() -> None:
-    # Two alternatives for one workload ($1,000 and $400) and one for another ($50): the
-    # potential savings are $1,000 + $50, never $1,450.
-    base = {"cluster": "c1", "namespace": "ml", "team": "t", "workload_kind": "Job",
-            "gpu_model": "Tesla T4", "current": "", "suggested": "", "confidence": "high",
-            "evidence": {"data_hours": 168.0}}  # fmt: skip
-    rows = [
-        {**base, "workload": "a", "kind": "use_mig", "est_monthly_savings_usd": 1000.0},
-        {**base, "workload": "a", "kind": "use_spot", "est_monthly_savings_usd": 400.0},
-        {**base, "workload": "b", "kind": "use_spot", "est_monthly_savings_usd": 50.0},
+    assert lines[-2:] == [
+        "2 recommendations for 2 workloads",
+        "potential savings $1,234.57 per month (the largest recommendation per workload)",
     ]
-    text = render_table(pd.DataFrame(rows, columns=list(RECOMMENDATION_COLUMNS)))
-    assert text.splitlines()[-1] == (
-        "3 recommendations for 2 workloads; potential savings $1,050.00 per month "
-        "(the largest per workload, per 730 hours from 168 hours of data)"
-    )
+
+
+def test_table_total_is_the_largest_saving_per_workload_with_its_basis() -> None:
+    recs = _recs()
+    spot = recs.iloc[[0]].assign(kind="use_spot", est_monthly_savings_usd=500.0)
+    frame = pd.concat([recs, spot], ignore_index=True)
+    start = 1_794_182_400  # 2026-11-09 00:00 UTC
+    lines = render_table(frame, (start, start + 30 * 3600)).splitlines()
+    # train's two suggestions are alternatives: $1,234.57 counts, $500 does not
+    assert lines[-2:] == [
+        "3 recommendations for 2 workloads",
+        "potential savings $1,234.57 per month (the largest recommendation per workload, "
+        "per 730 h from 30 h of data: 2026-11-09 00:00 UTC to 2026-11-10 06:00 UTC)",
+    ]
 
 
 def test_table_of_nothing_says_so() -> None:

@@ -16,12 +16,11 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.rules import KINDS, Context, Finding, WorkloadMeasures, findings
+from gpuwatch.analytics.totals import HOURS_PER_MONTH, hours_with_data
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.domain.series import StoredDetail
-
-HOURS_PER_MONTH = 730.0
 
 
 def confidence(w: WorkloadMeasures, policy: AnalyticsPolicy) -> str:
@@ -173,12 +172,7 @@ def build_context(
 
 
 def data_span_hours(samples: pd.DataFrame, start_ts: int, end_ts: int) -> float:
-    """Hours the window's data spans, in whole hours: from the start of the first hour with a
-    sample to the end of the last one (the window's hours when it has no sample). Raw samples
-    and hourly roll-ups of the same data give the same span."""
-    if samples.empty:
-        return (end_ts - start_ts) / HOUR_S
-    ts = samples["ts"].to_numpy(dtype="int64")
-    first = int(ts.min()) - int(ts.min()) % HOUR_S
-    last = int(ts.max()) - int(ts.max()) % HOUR_S + HOUR_S
-    return (last - first) / HOUR_S
+    """Hours the window's data spans (:func:`~gpuwatch.analytics.totals.hours_with_data`), or
+    the window's hours when it has no sample."""
+    hours = hours_with_data(samples, start_ts, end_ts)
+    return hours if hours > 0 else (end_ts - start_ts) / HOUR_S

@@ -6,12 +6,13 @@ import csv
 import io
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
+from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 
 _TABLE_COLUMNS = (
     ("namespace", "NAMESPACE"),
@@ -56,8 +57,29 @@ def render_json(frame: pd.DataFrame) -> str:
     return json.dumps(to_json_records(frame), indent=2, ensure_ascii=False) + "\n"
 
 
-def render_table(frame: pd.DataFrame) -> str:
-    """A plain-text table for a terminal, largest saving first."""
+def _instant(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def table_footer(frame: pd.DataFrame, span: tuple[int, int] | None = None) -> list[str]:
+    """The table's totals: recommendations and workloads, and the potential savings (the
+    largest per workload), with the span of data they are extrapolated from."""
+    workloads = len(frame[list(c.WORKLOAD_KEYS)].drop_duplicates())
+    lines = [f"{len(frame)} recommendations for {workloads} workloads"]
+    saving = f"potential savings ${potential_savings_usd(frame):,.2f} per month"
+    if span is None:
+        return [*lines, f"{saving} (the largest recommendation per workload)"]
+    basis = monthly_basis((span[1] - span[0]) / 3600.0)
+    return [
+        *lines,
+        f"{saving} (the largest recommendation per workload, {basis}: "
+        f"{_instant(span[0])} to {_instant(span[1])})",
+    ]
+
+
+def render_table(frame: pd.DataFrame, span: tuple[int, int] | None = None) -> str:
+    """A plain-text table for a terminal, largest saving first; ``span``: the data's
+    ``[first, end)`` the savings are extrapolated from, stated in the footer."""
     if frame.empty:
         return "No recommendations for this window.\n"
     header = [title for _, title in _TABLE_COLUMNS]
@@ -75,14 +97,7 @@ def render_table(frame: pd.DataFrame) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
         for r in [header, *body]
     ]
-    workloads = len(best_per_workload(frame))
-    data_hours = frame["evidence"].iloc[0].get("data_hours")
-    basis = f" from {data_hours:,.0f} hours of data" if data_hours else ""
-    lines.append(
-        f"\n{len(body)} recommendations for {workloads} workloads; potential savings "
-        f"${potential_savings_usd(frame):,.2f} per month (the largest per workload, "
-        f"per 730 hours{basis})"
-    )
+    lines.extend(["", *table_footer(frame, span)])
     return "\n".join(lines) + "\n"
 
 

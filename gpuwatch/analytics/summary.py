@@ -29,23 +29,17 @@ def idle_fraction(costed: pd.DataFrame, idle_threshold_ratio: float) -> np.ndarr
     return np.where(np.isnan(given), derived, given)
 
 
-def sample_measures(
-    costed: pd.DataFrame, idle_threshold_ratio: float, *, all_allocated: bool = False
-) -> dict[str, np.ndarray]:
+def sample_measures(costed: pd.DataFrame, idle_threshold_ratio: float) -> dict[str, np.ndarray]:
     """The summed quantities of docs/cost-model.md for each sample, as arrays in row order.
 
-    With ``all_allocated`` every sample is measured as if allocated: used for the rows that
-    describe unallocated capacity in the allocated columns (the weekly ``__idle__`` rows).
+    An unallocated sample adds to the unallocated columns only, never to the idle ones.
     """
     hours = costed[c.GPU_HOURS].to_numpy(dtype="float64")
     util = costed[c.UTIL].to_numpy(dtype="float64")
     price = costed[c.USD_PER_HOUR].to_numpy(dtype="float64")
-    if all_allocated:
-        alloc_h, free_h = hours, np.zeros_like(hours)
-    else:
-        held = costed[c.ALLOCATED].to_numpy(dtype=bool)
-        alloc_h = np.where(held, hours, 0.0)
-        free_h = hours - alloc_h
+    held = costed[c.ALLOCATED].to_numpy(dtype=bool)
+    alloc_h = np.where(held, hours, 0.0)
+    free_h = hours - alloc_h
     idle_h = alloc_h * idle_fraction(costed, idle_threshold_ratio)
     alloc_cost = alloc_h * price
     return {

@@ -18,7 +18,7 @@ from dash.dash_table.Format import Format, Scheme
 
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, WINDOWS, Filters, Snapshot
-from gpuwatch.app.views import Options, window_bounds
+from gpuwatch.app.views import Options, data_window, window_bounds
 
 NAV: tuple[tuple[str, str], ...] = (
     ("/", "Overview"),
@@ -135,6 +135,21 @@ dash.callback(
 )(filters_to_search)
 
 
+def window_label(snap: Snapshot, f: Filters) -> str:
+    """The window as shown under a page's title; a window that starts before the data says
+    where its data really starts (monthly figures are extrapolated from that span)."""
+    start, end = window_bounds(snap, f)
+    span = data_window(snap, f.window)
+    last = f"data up to {fmt.when(snap.marker.last_ts)}"
+    if span is None or span[0] <= start:
+        return f"Window: {fmt.when(start)} to {fmt.when(end)} ({WINDOW_NAMES[f.window]}) · {last}"
+    hours = f"{(span[1] - span[0]) / 3600:,.1f}".removesuffix(".0")
+    return (
+        f"Window: {WINDOW_NAMES[f.window]}, with data from {fmt.when(span[0])} to "
+        f"{fmt.when(span[1])} only ({hours} h) · {last}"
+    )
+
+
 def header(
     title: str, snap: Snapshot | None, f: Filters, note: str | None = None, window: bool = True
 ) -> html.Div:
@@ -142,14 +157,7 @@ def header(
     if snap is not None and not snap.empty and not window:
         parts.append(html.P(f"Data up to {fmt.when(snap.marker.last_ts)}", className="gw-subtitle"))
     elif snap is not None and not snap.empty:
-        start, end = window_bounds(snap, f)
-        parts.append(
-            html.P(
-                f"Window: {fmt.when(start)} to {fmt.when(end)} ({WINDOW_NAMES[f.window]}) · "
-                f"data up to {fmt.when(snap.marker.last_ts)}",
-                className="gw-subtitle",
-            )
-        )
+        parts.append(html.P(window_label(snap, f), className="gw-subtitle"))
     if note:
         parts.append(html.P(note, className="gw-note"))
     return html.Div(parts, className="gw-header")

@@ -16,12 +16,11 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_ids, top_label
 from gpuwatch.analytics.recommend import (
     build_context,
-    data_span_hours,
     empty_recommendations,
     recommend_from_stats,
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
-from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
+from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
@@ -103,6 +102,23 @@ def hourly_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
     return snap.hourly_between(*window_bounds(snap, f))
 
 
+def data_window(snap: Snapshot, window: str) -> tuple[int, int] | None:
+    """The part of the window the fleet's data covers (:func:`~gpuwatch.analytics.totals.
+    data_span` of its hourly rows, as ``gpuwatch recommend`` clips its window); None without."""
+
+    def compute() -> tuple[int, int] | None:
+        f = Filters(window=window)
+        return data_span(hourly_rows(snap, f), *window_bounds(snap, f))
+
+    return snap.memo(("data_window", window), compute, pin=True)
+
+
+def data_hours(snap: Snapshot, window: str) -> float:
+    """Hours of the window with data: what monthly figures are extrapolated from."""
+    span = data_window(snap, window)
+    return 0.0 if span is None else (span[1] - span[0]) / 3600.0
+
+
 def sums(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Summed cost-model quantities per group (one row when ``by`` is empty), with ratios."""
     names = list(COST_SUMS)
@@ -135,6 +151,7 @@ class Headline:
     unallocated_cost_usd: float
     monthly_savings_usd: float
     recommendations: int
+    data_hours: float
     coverage_ratio: float
     window_start_ts: int
     window_end_ts: int
@@ -178,6 +195,7 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
             unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
             monthly_savings_usd=potential_savings_usd(recs),
             recommendations=len(recs),
+            data_hours=data_hours(snap, f.window),
             coverage_ratio=float(cov[c.GPU_HOURS].sum()) / observed if observed > 0 else math.nan,
             window_start_ts=start,
             window_end_ts=end,
@@ -187,18 +205,19 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
 
 
 def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
-    """Every recommendation for a window: what ``gpuwatch recommend`` gives over the same
-    window from the roll-ups and their stored detail."""
+    """Every recommendation for a window, as ``gpuwatch recommend`` over the same window: from
+    the roll-ups and their stored detail, savings per 730 h from the window's hours with data."""
 
     def compute() -> pd.DataFrame:
-        start, end = window_bounds(snap, Filters(window=window))
-        rows = hourly_rows(snap, Filters(window=window))
-        if rows.empty:
+        f = Filters(window=window)
+        rows = hourly_rows(snap, f)
+        if rows.empty or data_window(snap, window) is None:
             return empty_recommendations()
+        start, end = window_bounds(snap, f)
         detail = None if snap.engine is None else load_detail(snap.engine, start, end)
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
         ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
-        return recommend_from_stats(stats, ctx, data_span_hours(rows, start, end))
+        return recommend_from_stats(stats, ctx, data_hours(snap, window))
 
     return snap.memo(("recommendations", window), compute, pin=True)
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.totals import hours_with_data
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.rollup import HOUR_S, READING_COLUMNS
 from gpuwatch.app.views import hourly_rows, window_bounds
@@ -93,10 +94,18 @@ def default_week(snap: Snapshot) -> str | None:
     return complete if complete in weeks else weeks[0]
 
 
-def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
-    """The weekly waste report rows of ``week``, exactly as ``gpuwatch report weekly``."""
+@dataclass(frozen=True)
+class WeeklyView:
+    """The weekly report's rows, and the week's hours with data (its savings' basis)."""
 
-    def compute() -> pd.DataFrame:
+    frame: pd.DataFrame
+    data_hours: float
+
+
+def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
+    """The weekly waste report of ``week``, exactly as ``gpuwatch report weekly``."""
+
+    def compute() -> WeeklyView:
         start_ts, end_ts = iso_week_bounds(week)
         inputs = load_inputs(
             data.engine,
@@ -105,7 +114,7 @@ def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
             resolution="auto",
             idle_util_pct=data.settings.thresholds.idle_util_pct,
         )
-        return weekly_report(
+        frame = weekly_report(
             inputs.samples,
             inputs.pods,
             inputs.gpus,
@@ -115,8 +124,14 @@ def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
             nodes=inputs.nodes,
             detail=inputs.detail,
         )
+        return WeeklyView(frame, hours_with_data(inputs.samples, start_ts, end_ts))
 
     return snap.memo(("weekly", week), compute, pin=True)
+
+
+def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:
+    """The weekly waste report rows of ``week``, exactly as ``gpuwatch report weekly``."""
+    return weekly_view(data, snap, week).frame
 
 
 def weekly_csv(data: DashboardData, snap: Snapshot, week: str) -> str:

@@ -10,6 +10,7 @@ import click
 from gpuwatch.analytics.recommend import recommend
 from gpuwatch.analytics.render import render_csv as render_recommendations_csv
 from gpuwatch.analytics.render import render_json, render_table
+from gpuwatch.analytics.totals import data_span
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
 from gpuwatch.domain.durations import parse_instant
 from gpuwatch.report.inputs import RESOLUTIONS, Inputs, load_inputs, policy_from, price_book_from
@@ -98,7 +99,10 @@ def report_weekly(
 def recommend_command(
     app: AppContext, start: str, end: str | None, fmt: str, resolution: str | None
 ) -> None:
-    """Right-sizing suggestions with estimated monthly savings and confidence."""
+    """Right-sizing suggestions with estimated monthly savings and confidence.
+
+    Savings are per 730 hours, extrapolated from the hours of the window that have data; the
+    table's total counts the largest suggestion per workload (a workload's are alternatives)."""
     now = datetime.now(UTC)
     try:
         start_ts = int(parse_instant(start, now).timestamp())
@@ -108,16 +112,22 @@ def recommend_command(
     if end_ts <= start_ts:
         raise click.BadParameter("--end must be after --start")
     data = _inputs(app, start_ts, end_ts, resolution)
+    # Monthly savings extrapolate the hours with data: the window clipped to the samples.
+    span = data_span(data.samples, data.start_ts, data.end_ts)
+    first, last = span or (data.start_ts, data.end_ts)
     frame = recommend(
         data.samples,
         data.pods,
         price_book_from(app.settings),
         policy_from(app.settings),
-        data.start_ts,
-        data.end_ts,
+        first,
+        last,
         gpus=data.gpus,
         nodes=data.nodes,
         detail=data.detail,
     )
-    renderers = {"table": render_table, "csv": render_recommendations_csv, "json": render_json}
-    click.echo(renderers[fmt](frame), nl=fmt == "table")
+    if fmt == "table":
+        click.echo(render_table(frame, span))
+        return
+    renderers = {"csv": render_recommendations_csv, "json": render_json}
+    click.echo(renderers[fmt](frame), nl=False)

@@ -85,9 +85,8 @@ NOT_MEASURED = (
     "sm_active_pct",
     "tensor_active_pct",
 )
-#: Columns an ``__idle__`` row leaves at 0: its figures are in the unallocated columns.
-_HELD_COLUMNS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "allocated_cost_usd",
-                 "idle_cost_usd", "unused_cost_usd")  # fmt: skip
+#: Percent columns of section 7 that stay empty where the exporter provides no profiling fields.
+OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
 
@@ -123,9 +122,11 @@ def _check_week_start(week_start_ts: int) -> str:
     return start.date().isoformat()
 
 
-def _summed(rows: pd.DataFrame, keys: list[str], threshold: float, idle: bool) -> pd.DataFrame:
-    values = sample_measures(rows, threshold, all_allocated=idle)
-    names = list(c.SUM_COLUMNS[:6])
+def _summed(rows: pd.DataFrame, keys: list[str], threshold: float) -> pd.DataFrame:
+    """The cost model's sums per group: held samples add to the allocated, used, idle and
+    unused columns, unheld ones to the unallocated columns only."""
+    values = sample_measures(rows, threshold)
+    names = list(c.SUM_COLUMNS)
     out = group_sum(rows[keys].reset_index(drop=True), {n: values[n] for n in names})
     return as_text(out, keys)
 
@@ -161,18 +162,15 @@ def _workload_rows(
     held = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
     if held.empty:
         return pd.DataFrame()
-    sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
+    sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio)
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = build_context(policy, price_book, context["nodes"], pods)
-    hours = data_span_hours(held, 0, WEEK_S)
-    best = _best_recommendation(recommend_from_stats(stats, ctx, hours))
+    best = _best_recommendation(recommend_from_stats(stats, ctx, context["data_hours"]))
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
     out = out.merge(allocation_modes(held, _SORT_KEYS), on=_SORT_KEYS, how="left")
     out["recommendation"] = out["recommendation"].fillna("")
     out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
-    out["unallocated_gpu_hours"] = 0.0
-    out["unallocated_cost_usd"] = 0.0
     return out
 
 
@@ -181,11 +179,8 @@ def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
     if free.empty:
         return pd.DataFrame()
     keys = ["cluster", "node", "gpu_model"]
-    out = _summed(free, keys, threshold, idle=True)
+    out = _summed(free, keys, threshold)
     out = out.merge(allocation_modes(free, keys), on=keys, how="left")
-    out["unallocated_gpu_hours"] = out["allocated_gpu_hours"]
-    out["unallocated_cost_usd"] = out["allocated_cost_usd"]
-    out[list(_HELD_COLUMNS)] = 0.0
     out = out.rename(columns={"node": "workload"})
     out["namespace"] = IDLE_NAMESPACE
     out["workload_kind"] = UNALLOCATED_KIND
@@ -235,7 +230,8 @@ def weekly_report(
     end_ts = week_start_ts + WEEK_S
     week = samples[(samples["ts"] >= week_start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(week, pods, price_book)
-    context = {"gpus": gpus, "nodes": nodes, "detail": detail}
+    context = {"gpus": gpus, "nodes": nodes, "detail": detail,
+               "data_hours": data_span_hours(week, week_start_ts, end_ts)}  # fmt: skip
     parts = [
         _workload_rows(costed, pods, price_book, policy, context),
         _idle_rows(costed, policy.idle_threshold_ratio),

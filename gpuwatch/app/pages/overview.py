@@ -7,6 +7,7 @@ from typing import Any
 import dash
 from dash import dcc, html
 
+from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import card, html_table, no_data, no_match, section, shell
 from gpuwatch.app.context import page_context
@@ -50,7 +51,8 @@ def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
         card(
             "Potential savings / month",
             fmt.usd(h.monthly_savings_usd),
-            f"{h.recommendations} recommendations",
+            f"largest of {h.recommendations} recommendations per workload, "
+            f"{monthly_basis(h.data_hours)}",
             "savings",
         ),
         card(
@@ -93,6 +95,7 @@ def top_workloads_table(snap: Snapshot, f: Filters) -> html.Table | html.P:
 
 def body(snap: Snapshot, f: Filters, idle_pct: float) -> list[Any]:
     h = headline(snap, f)
+    basis = monthly_basis(h.data_hours)
     teams = breakdown(snap, f, ("team",))
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
     return [
@@ -129,7 +132,8 @@ def body(snap: Snapshot, f: Filters, idle_pct: float) -> list[Any]:
         section(
             "Top wasting workloads",
             top_workloads_table(snap, f),
-            note="By idle cost in the window; open one for its GPUs, pods and recommendations.",
+            note="By idle cost in the window; open one for its GPUs, pods and recommendations. "
+            f"Savings: its largest recommendation, {basis}.",
         ),
     ]
 

@@ -10,6 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import (
     URL_ID,
@@ -26,8 +27,8 @@ from gpuwatch.app.components import (
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv
-from gpuwatch.report.weekly import HEADER, IDLE_NAMESPACE
+from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv, weekly_view
+from gpuwatch.report.weekly import HEADER, IDLE_NAMESPACE, OPTIONAL_PCT
 
 PAGE, PATH, TITLE = "reports", "/reports", "Reports"
 
@@ -40,12 +41,17 @@ _NUMERIC = {
     "stalled_gpu_hours": 2,
     "throttled_gpu_hours": 2,
     "failing_gpu_hours": 2,
-    "sm_active_pct": 1,
-    "tensor_active_pct": 1,
     "unallocated_gpu_hours": 2,
+} | dict.fromkeys(OPTIONAL_PCT, 1)
+_MONEY = {
+    "allocated_cost_usd",
+    "idle_cost_usd",
+    "unused_cost_usd",
+    "est_monthly_savings_usd",
+    "stalled_cost_usd",
+    "failing_cost_usd",
+    "unallocated_cost_usd",
 }
-_MONEY = {"allocated_cost_usd", "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd",
-          "stalled_cost_usd", "failing_cost_usd", "unallocated_cost_usd"}  # fmt: skip
 COLUMNS = [
     money_column(name)
     if name in _MONEY
@@ -99,12 +105,12 @@ dash.callback(
 )(pick_week)
 
 
-def summary_cards(frame: pd.DataFrame) -> html.Div:
-    """Each card is a column's sum over the CSV's rows: what a spreadsheet SUM gives."""
-    held = frame[~frame["namespace"].eq(IDLE_NAMESPACE)]
+def summary_cards(frame: pd.DataFrame, data_hours: float) -> html.Div:
+    """Each card is its column's sum over every row, as a spreadsheet adds up the CSV."""
+    workload_rows = int((~frame["namespace"].eq(IDLE_NAMESPACE)).sum())
     return html.Div(
         [
-            card("Rows", fmt.number(len(frame)), f"{len(held)} workload rows", "rows"),
+            card("Rows", fmt.number(len(frame)), f"{workload_rows} workload rows", "rows"),
             card(
                 "Allocated cost",
                 fmt.usd(frame["allocated_cost_usd"].sum()),
@@ -120,13 +126,13 @@ def summary_cards(frame: pd.DataFrame) -> html.Div:
             card(
                 "Unallocated cost",
                 fmt.usd(frame["unallocated_cost_usd"].sum()),
-                "capacity no pod held (rows __idle__)",
+                "capacity no pod held",
                 "unallocated",
             ),
             card(
-                "Potential savings / month",
-                fmt.usd(frame["est_monthly_savings_usd"].sum()),
-                "largest suggestion per workload, per 730 h of data",
+                "Savings / month",
+                fmt.usd(potential_savings_usd(frame)),
+                f"largest recommendation per workload, {monthly_basis(data_hours)}",
                 "savings",
             ),
         ],
@@ -142,7 +148,8 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
     weeks = report_weeks(snap)
-    frame = weekly(data, snap, week)
+    view = weekly_view(data, snap, week)
+    frame = view.frame
     picker = html.Div(
         [
             html.Label("ISO week", htmlFor="reports-week"),
@@ -163,12 +170,14 @@ def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
         preview: list[Any] = [empty_state(PAGE, "No samples in this week", "Pick another week.")]
     else:
         preview = [
-            summary_cards(frame),
+            summary_cards(frame, view.data_hours),
             data_table("reports-table", COLUMNS, records(frame), page_size=20),
         ]
     note = (
         "The whole fleet, Monday 00:00 UTC to the next Monday, one row per workload and GPU "
-        "model plus unallocated capacity per node (namespace __idle__), by idle cost. Read "
+        "model plus one row of unallocated capacity per node (namespace __idle__, kind "
+        "Unallocated, its hours and dollars in the unallocated columns only), by idle cost; "
+        "every card is its column's sum over all rows. Read "
         "as `gpuwatch report weekly` reads it by default: from the hourly roll-ups, or the "
         "raw samples where the roll-ups do not match the idle threshold."
     )

@@ -11,6 +11,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from gpuwatch.analytics.render import render_csv
+from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import (
     URL_ID,
@@ -27,7 +28,7 @@ from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views import best_savings, options, recommendations
+from gpuwatch.app.views import best_savings, data_hours, options, recommendations
 
 PAGE, PATH, TITLE = "savings", "/savings", "Savings"
 
@@ -95,12 +96,13 @@ dash.callback(
 def body(snap: Snapshot, f: Filters) -> list[Any]:
     recs = recommendations(snap, f)
     best = best_savings(recs)
+    basis = monthly_basis(data_hours(snap, f.window))
     kinds = recs.groupby("kind")["est_monthly_savings_usd"].sum().sort_values(ascending=False)
     summary = [
         card(
             "Potential savings / month",
-            fmt.usd(best["est_monthly_savings_usd"].sum()),
-            "largest recommendation per workload",
+            fmt.usd(potential_savings_usd(recs)),
+            f"largest recommendation per workload, {basis}",
             "total",
         ),
         card("Recommendations", fmt.number(len(recs)), f"for {len(best)} workloads", "count"),
@@ -114,7 +116,7 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
         card(
             str(kind).replace("_", " "),
             fmt.usd(value),
-            "per month, sum of this kind",
+            f"sum of this kind, {basis}",
             f"kind-{kind}",
         )
         for kind, value in kinds.head(4).items()
@@ -148,7 +150,8 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
     )
     note = (
         "Kinds overlap (a workload may be told to use spot and to use fewer GPUs): the total "
-        "counts the largest saving per workload. Type in the row under the headings to filter. "
+        f"counts the largest saving per workload. Savings are {basis} in this window. "
+        "Type in the row under the headings to filter. "
         "Computed from the hourly roll-ups, as `gpuwatch recommend` reads them: utilization "
         "percentiles are of hourly means, memory percentiles of hourly peaks."
     )

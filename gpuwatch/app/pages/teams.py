@@ -11,6 +11,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, html
 
+from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app.components import (
     URL_ID,
     data_table,
@@ -26,7 +27,7 @@ from gpuwatch.app.components import (
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.views import breakdown, options
+from gpuwatch.app.views import breakdown, data_hours, options
 
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
 
@@ -91,7 +92,7 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
             "Teams",
             data_table("teams-table", [text_column("team"), *MEASURES], records(teams, ["team"])),
             note="Click a team to narrow every view to it. Savings: the largest recommendation "
-            "per workload, per month.",
+            f"per workload, {monthly_basis(data_hours(snap, f.window))}.",
         ),
         section(
             "Namespaces",

@@ -11,12 +11,13 @@ import dash
 import pandas as pd
 from dash import dcc, html
 
+from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import card, empty_state, html_table, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import per_gpu_figure
-from gpuwatch.app.views import best_savings
+from gpuwatch.app.views import data_hours
 from gpuwatch.app.views_gpu import (
     WorkloadKey,
     workload_gpus,
@@ -41,7 +42,7 @@ def cards(snap: Snapshot, f: Filters, key: WorkloadKey) -> html.Div:
     alloc = float(rows["allocated_gpu_hours"].sum())
     used = float(rows["used_gpu_hours"].sum())
     recs = workload_recommendations(snap, f, key)
-    saving = float(best_savings(recs)["est_monthly_savings_usd"].sum()) if len(recs) else 0.0
+    saving = potential_savings_usd(recs)
     return html.Div(
         [
             card("GPU units held", fmt.number(rows["gpu_id"].nunique()), "in the window", "units"),
@@ -62,7 +63,8 @@ def cards(snap: Snapshot, f: Filters, key: WorkloadKey) -> html.Div:
             card(
                 "Potential savings / month",
                 fmt.usd(saving),
-                f"{len(recs)} recommendations",
+                f"largest of {len(recs)} recommendations, "
+                f"{monthly_basis(data_hours(snap, f.window))}",
                 "savings",
             ),
         ],
@@ -138,7 +140,8 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
             "Recommendations",
             recommendations_table(workload_recommendations(snap, f, key)),
             note="From the hourly roll-ups: utilization percentiles are of hourly means, "
-            "memory percentiles of hourly peaks.",
+            "memory percentiles of hourly peaks. Savings are alternatives, "
+            f"{monthly_basis(data_hours(snap, f.window))} in this window.",
         ),
         section("GPUs held", gpus_table(snap, f, key), note="Open a GPU for its full history."),
         section("Pods", pods_table(snap, key), note="As last seen in the Kubernetes API."),

@@ -8,6 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, html
 
+from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app.components import (
     URL_ID,
     data_table,
@@ -23,7 +24,7 @@ from gpuwatch.app.components import (
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.views import options, workloads
+from gpuwatch.app.views import data_hours, options, workloads
 
 PAGE, PATH, TITLE = "workloads", "/workloads", "Workloads"
 
@@ -101,7 +102,8 @@ def layout(**query: Any) -> html.Div:
             f"{len(frame)} workloads",
             table,
             note="Sorted by idle cost. Click a workload for its GPUs, pods, cost and "
-            "recommendations; type in the row under the headings to filter.",
+            "recommendations; type in the row under the headings to filter. Savings: its "
+            f"largest recommendation, {monthly_basis(data_hours(snap, f.window))}.",
         )
     return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
 
