@@ -209,11 +209,18 @@ def _by_team(engine: Engine) -> pd.DataFrame:
     return summarize(costed, ["team"], 0.05).set_index("team")
 
 
-def test_a_backfill_after_the_pods_are_gone_charges_their_team(
-    prometheus: PrometheusProcess, store_url: str, kube: KubeSource
-) -> None:
+@pytest.fixture
+def empty_store(store_url: str) -> Iterator[Engine]:
     engine = make_engine(store_url)
     upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+def test_a_backfill_after_the_pods_are_gone_charges_their_team(
+    prometheus: PrometheusProcess, empty_store: Engine, kube: KubeSource
+) -> None:
+    engine = empty_store
     _collect(engine, prometheus.url, START, END, kube)
     teams = _by_team(engine)
     # Every sample of the fixture is a pod's: all of it is the inference team's, none is
@@ -231,14 +238,12 @@ def test_a_backfill_after_the_pods_are_gone_charges_their_team(
     assert all(r[1:] == (1, "Deployment") for r in listed)
     finished = [r for r in rows if not r[0]]
     assert len(finished) > 20 and all(r[1:] == (1, "Pod") for r in finished)
-    engine.dispose()
 
 
 def test_dcgm_first_and_kubernetes_later_give_one_row_per_pod(
-    prometheus: PrometheusProcess, store_url: str, kube: KubeSource
+    prometheus: PrometheusProcess, empty_store: Engine, kube: KubeSource
 ) -> None:
-    engine = make_engine(store_url)
-    upgrade(engine)
+    engine = empty_store
     _collect(engine, prometheus.url, START, END, None)
     before = _by_team(engine)
     assert list(before.index) == ["unassigned"]  # no namespace facts yet
@@ -259,4 +264,3 @@ def test_dcgm_first_and_kubernetes_later_give_one_row_per_pod(
     _, raw_chat = _recommend(engine, "raw")
     assert list(chat.index) == list(raw_chat.index)
     assert "chat" in set(chat.index.get_level_values("workload"))
-    engine.dispose()

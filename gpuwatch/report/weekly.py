@@ -33,6 +33,20 @@ from gpuwatch.domain.series import StoredDetail
 WEEK_S = 7 * 86400
 IDLE_NAMESPACE = "__idle__"
 UNALLOCATED_KIND = "Unallocated"
+#: Contract section 7's columns, appended after section 4's in this order.
+SECTION_7: tuple[str, ...] = (
+    "allocation",
+    "queue",
+    "stalled_gpu_hours",
+    "stalled_cost_usd",
+    "throttled_gpu_hours",
+    "failing_gpu_hours",
+    "failing_cost_usd",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "unallocated_gpu_hours",
+    "unallocated_cost_usd",
+)
 HEADER: tuple[str, ...] = (
     "week_start",
     "cluster",
@@ -51,18 +65,7 @@ HEADER: tuple[str, ...] = (
     "unused_cost_usd",
     "recommendation",
     "est_monthly_savings_usd",
-    # Contract section 7, appended in this order.
-    "allocation",
-    "queue",
-    "stalled_gpu_hours",
-    "stalled_cost_usd",
-    "throttled_gpu_hours",
-    "failing_gpu_hours",
-    "failing_cost_usd",
-    "sm_active_pct",
-    "tensor_active_pct",
-    "unallocated_gpu_hours",
-    "unallocated_cost_usd",
+    *SECTION_7,
 )
 TEXT_COLUMNS = frozenset(
     {"week_start", "cluster", "team", "namespace", "workload_kind", "workload", "gpu_model",
@@ -75,15 +78,10 @@ TWO_DECIMALS = frozenset(
 )  # fmt: skip
 #: Columns of section 7 gpuwatch does not measure yet (queues, gangs, clock events, health,
 #: profiling fields): empty cells, never a 0 that would claim "none" (docs/report.md).
-NOT_MEASURED = (
-    "queue",
-    "stalled_gpu_hours",
-    "stalled_cost_usd",
-    "throttled_gpu_hours",
-    "failing_gpu_hours",
-    "failing_cost_usd",
-    "sm_active_pct",
-    "tensor_active_pct",
+NOT_MEASURED = tuple(
+    name
+    for name in SECTION_7
+    if name not in ("allocation", "unallocated_gpu_hours", "unallocated_cost_usd")
 )
 #: Percent columns of section 7 that stay empty where the exporter provides no profiling fields.
 OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
