@@ -23,8 +23,10 @@ from gpuwatch.analytics.recommend import (
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.workloads import workload_stats
-from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
-from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
+from gpuwatch.app.data import WINDOWS, Filters, Snapshot
+from gpuwatch.app.rollup import COST_SUMS, pending_series
+from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.domain.frames import NO_POD
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
 _FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"))
@@ -200,7 +202,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
             mig_capable_nodes(snap.nodes),
             workload_resources(snap.pods),
         )
-        return recommend_from_stats(stats, ctx, (end - start) / 3600.0)
+        return recommend_from_stats(stats, ctx, (end - start) / HOUR_S)
 
     return snap.memo(("recommendations", window), compute, pin=True)
 
@@ -275,7 +277,7 @@ def workloads(snap: Snapshot, f: Filters) -> pd.DataFrame:
 def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndarray:
     """Hours each bucket stands for: the last one only up to the end of the last sample."""
     last_end = (snap.marker.last_ts or 0) + snap.step_s
-    hours = np.clip(np.minimum(buckets + bucket_s, last_end) - buckets, 1, None) / 3600.0
+    hours = np.clip(np.minimum(buckets + bucket_s, last_end) - buckets, 1, None) / HOUR_S
     return np.asarray(hours, dtype="float64")
 
 

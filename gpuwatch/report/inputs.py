@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.config import Settings
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.pricing import PriceBook, build_price_book
 from gpuwatch.store import repository
-from gpuwatch.store.models import HOUR_S
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from gpuwatch.analytics.recommend import (
 from gpuwatch.analytics.render import neutralise
 from gpuwatch.analytics.summary import as_text, sample_measures
 from gpuwatch.analytics.workloads import workload_stats
+from gpuwatch.domain.durations import HOUR_S, WEEK_S
 from gpuwatch.domain.pricing import PriceBook
 
-WEEK_S = 7 * 86400
 IDLE_NAMESPACE = "__idle__"
 UNALLOCATED_KIND = "Unallocated"
 HEADER: tuple[str, ...] = (
@@ -124,7 +124,7 @@ def _workload_rows(
     sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio, idle=False)
     stats = workload_stats(held, policy, price_book, context["gpus"])
     ctx = Context(policy, price_book, mig_capable_nodes(context["nodes"]), workload_resources(pods))
-    best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / 3600.0))
+    best = _best_recommendation(recommend_from_stats(stats, ctx, WEEK_S / HOUR_S))
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
     out["recommendation"] = out["recommendation"].fillna("")
