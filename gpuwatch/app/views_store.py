@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpuwatch.alerts.definitions import alert_table
+from gpuwatch.alerts.definitions import AlertDefinition, alert_table
 from gpuwatch.alerts.evaluate import Evaluation, evaluate_core, samples_span_s
 from gpuwatch.alerts.live import LiveAlerts, LiveAlertsError, fetch_rules, parse_rules
 from gpuwatch.alerts.params import rule_params_from_settings
@@ -147,9 +147,11 @@ def stored_alerts(data: DashboardData, snap: Snapshot) -> list[Evaluation]:
 @dataclass(frozen=True)
 class AlertStates:
     """What the Alerts page shows: Prometheus' own alerts when it has gpuwatch's rules loaded
-    (``live``), else the store's evaluation (``stored``); ``note`` says which, and why."""
+    (``live``), else the store's evaluation (``stored``); ``note`` says which, and why;
+    ``definitions`` are every alert's, with the configured thresholds."""
 
     note: str
+    definitions: tuple[AlertDefinition, ...]
     live: LiveAlerts | None = None
     stored: tuple[Evaluation, ...] = ()
 
@@ -174,7 +176,8 @@ def alert_states(data: DashboardData, snap: Snapshot, now_s: float) -> AlertStat
         names = frozenset(d.name for d in table.all())
         live = snap.memo(("live_alerts", int(now_s // LIVE_TTL_S)), lambda: _live(data, names))
         if isinstance(live, LiveAlerts) and live.loaded:
-            return AlertStates(f"As Prometheus at {url} evaluates gpuwatch's rules now.", live)
+            note = f"As Prometheus at {url} evaluates gpuwatch's rules now."
+            return AlertStates(note, table.all(), live)
         reason = live if isinstance(live, str) else f"{url} has not loaded gpuwatch's rules"
     stored = tuple(stored_alerts(data, snap))
-    return AlertStates(f"Evaluated from the stored samples ({reason}).", stored=stored)
+    return AlertStates(f"Evaluated from the stored samples ({reason}).", table.all(), stored=stored)

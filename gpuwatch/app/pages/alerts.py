@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 from dash import Input, Output, dcc, html
 
-from gpuwatch.alerts.definitions import AlertDefinition, alert_table, span_text
+from gpuwatch.alerts.definitions import AlertDefinition, span_text
 from gpuwatch.alerts.evaluate import Evaluation
 from gpuwatch.alerts.live import LiveAlerts
 from gpuwatch.alerts.render import (
@@ -133,7 +133,7 @@ for _button, _target, _handler in (
 
 
 def _cell(name: str, value: Any) -> str:
-    if name in ("last_sample_ts", "active_since_ts"):
+    if name == "active_since_ts":
         return fmt.when(value)
     if name in _RATIOS:
         return fmt.ratio_pct(value, 1)
@@ -184,9 +184,9 @@ def live_section(live: LiveAlerts, definitions: tuple[AlertDefinition, ...]) -> 
     return _blocks(blocks)
 
 
-def states_section(states: AlertStates, definitions: tuple[AlertDefinition, ...]) -> list[Any]:
+def states_section(states: AlertStates) -> list[Any]:
     if states.live is not None:
-        return live_section(states.live, definitions)
+        return live_section(states.live, states.definitions)
     return stored_section(states.stored)
 
 
@@ -217,7 +217,6 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
         ],
         className="gw-actions",
     )
-    definitions = alert_table(rule_params_from_settings(data.settings)).all()
     states = alert_states(data, snap, time.time())
     note = states.note
     if states.live is None:
@@ -228,7 +227,7 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
     if states.live is None and snap.empty:
         met: list[Any] = [empty_state(PAGE, "No GPU samples stored yet", NO_DATA_HINT)]
     else:
-        met = states_section(states, definitions)
+        met = states_section(states)
     return [
         section("Alerts now", *met, note=note),
         section(
