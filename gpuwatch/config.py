@@ -25,8 +25,10 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from gpuwatch.domain.durations import format_duration, parse_duration
+from gpuwatch.domain import thresholds as defaults
+from gpuwatch.domain.durations import DAY_S, format_duration, parse_duration
 from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.domain.pricing import DEFAULT_SPOT_DISCOUNT, DEFAULT_USD_PER_GPU_HOUR
 
 CONFIG_ENV = "GPUWATCH_CONFIG"
 DEFAULT_CONFIG_FILE = "gpuwatch.yaml"
@@ -118,6 +120,11 @@ class PrometheusSettings(_Section):
     cluster_label: LabelName | None = None
     labels: LabelSchema = Field(default_factory=LabelSchema)
 
+    @property
+    def url_is_set(self) -> bool:
+        """Whether ``url`` was configured (file, environment), not left at its default."""
+        return "url" in self.model_fields_set
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
@@ -154,10 +161,10 @@ class TeamLabels(_Section):
 
 
 class Thresholds(_Section):
-    idle_util_pct: float = Field(default=5, ge=0, le=100)
-    low_efficiency_pct: float = Field(default=30, ge=0, le=100)
-    memory_full_pct: float = Field(default=95, gt=0, le=100)
-    temperature_c: float = Field(default=85, gt=0, le=150)
+    idle_util_pct: float = Field(default=defaults.IDLE_UTIL_PCT, ge=0, le=100)
+    low_efficiency_pct: float = Field(default=defaults.LOW_EFFICIENCY_PCT, ge=0, le=100)
+    memory_full_pct: float = Field(default=defaults.MEMORY_FULL_PCT, gt=0, le=100)
+    temperature_c: float = Field(default=defaults.TEMPERATURE_C, gt=0, le=150)
 
 
 class ModelPrice(_Section):
@@ -166,8 +173,8 @@ class ModelPrice(_Section):
 
 
 class PricingSettings(_Section):
-    default_usd_per_gpu_hour: float = Field(default=2.0, ge=0)
-    spot_discount: float = Field(default=0.6, ge=0, lt=1)
+    default_usd_per_gpu_hour: float = Field(default=DEFAULT_USD_PER_GPU_HOUR, ge=0)
+    spot_discount: float = Field(default=DEFAULT_SPOT_DISCOUNT, ge=0, lt=1)
     models: dict[str, ModelPrice] = Field(default_factory=dict)
     nodes: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
@@ -178,30 +185,32 @@ class AlertSettings(_Section):
     name: str = Field(default="gpuwatch", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     namespace: str = Field(default="monitoring", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     labels: dict[str, str] = Field(default_factory=dict)
-    runbook_base_url: str = "https://github.com/gpuwatch/gpuwatch/blob/main/docs/runbook.md"
-    idle_cost_usd_per_hour: float = Field(default=10.0, ge=0)
-    exporter_namespaces: list[str] = Field(default_factory=lambda: ["gpu-operator"])
+    runbook_base_url: str = defaults.RUNBOOK_BASE_URL
+    idle_cost_usd_per_hour: float = Field(default=defaults.IDLE_COST_USD_PER_HOUR, ge=0)
+    exporter_namespaces: list[str] = Field(default_factory=lambda: [*defaults.EXPORTER_NAMESPACES])
 
 
 class RecommendationPolicy(_Section):
     """Triggers of contract section 5 (see docs/recommendations)."""
 
-    reclaim_idle_fraction: float = Field(default=0.95, gt=0, le=1)
-    min_observed_gpu_hours: float = Field(default=24, ge=0)
-    share_max_util_pct: float = Field(default=30, ge=0, le=100)
-    max_share_replicas: int = Field(default=4, ge=2, le=64)
-    cheaper_max_util_pct: float = Field(default=20, ge=0, le=100)
-    memory_headroom: float = Field(default=1.15, ge=1, le=4)
-    memory_risk_pct: float = Field(default=95, gt=0, le=100)
-    busy_quantile: float = Field(default=0.95, gt=0, le=1)
-    util_quantile: float = Field(default=0.95, gt=0, le=1)
-    memory_quantile: float = Field(default=0.99, gt=0, le=1)
-    high_confidence_hours: float = Field(default=168, ge=0)
-    medium_confidence_hours: float = Field(default=24, ge=0)
-    replica_target_util: float = Field(default=0.6, gt=0, le=1)
-    replica_swing_ratio: float = Field(default=3.0, ge=1)
-    reclaim_min_observed_hours: float = Field(default=4, ge=0)
-    cheaper_max_projected_util_pct: float = Field(default=80, gt=0, le=100)
+    reclaim_idle_fraction: float = Field(default=defaults.RECLAIM_IDLE_FRACTION, gt=0, le=1)
+    min_observed_gpu_hours: float = Field(default=defaults.MIN_OBSERVED_GPU_HOURS, ge=0)
+    share_max_util_pct: float = Field(default=defaults.SHARE_MAX_UTIL_PCT, ge=0, le=100)
+    max_share_replicas: int = Field(default=defaults.MAX_SHARE_REPLICAS, ge=2, le=64)
+    cheaper_max_util_pct: float = Field(default=defaults.CHEAPER_MAX_UTIL_PCT, ge=0, le=100)
+    memory_headroom: float = Field(default=defaults.MEMORY_HEADROOM, ge=1, le=4)
+    memory_risk_pct: float = Field(default=defaults.MEMORY_RISK_PCT, gt=0, le=100)
+    busy_quantile: float = Field(default=defaults.BUSY_QUANTILE, gt=0, le=1)
+    util_quantile: float = Field(default=defaults.UTIL_QUANTILE, gt=0, le=1)
+    memory_quantile: float = Field(default=defaults.MEMORY_QUANTILE, gt=0, le=1)
+    high_confidence_hours: float = Field(default=defaults.HIGH_CONFIDENCE_HOURS, ge=0)
+    medium_confidence_hours: float = Field(default=defaults.MEDIUM_CONFIDENCE_HOURS, ge=0)
+    replica_target_util: float = Field(default=defaults.REPLICA_TARGET_UTIL, gt=0, le=1)
+    replica_swing_ratio: float = Field(default=defaults.REPLICA_SWING_RATIO, ge=1)
+    reclaim_min_observed_hours: float = Field(default=defaults.RECLAIM_MIN_OBSERVED_HOURS, ge=0)
+    cheaper_max_projected_util_pct: float = Field(
+        default=defaults.CHEAPER_MAX_PROJECTED_UTIL_PCT, gt=0, le=100
+    )
     cheaper_models: list[str] = Field(default_factory=list)
 
 
@@ -215,7 +224,7 @@ class StorageSettings(_Section):
     @field_validator("raw_retention", "hourly_retention")
     @classmethod
     def _at_least_a_day(cls, value: timedelta) -> timedelta:
-        if value.total_seconds() < 86400:
+        if value.total_seconds() < DAY_S:
             raise ValueError("must be at least 1d")
         return value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuwatch.alerts import promql
+from gpuwatch.alerts.definitions import AlertDefinition, AlertTable, alert_table, span_text
 from gpuwatch.alerts.normalise import ALLOCATED, MIG_INSTANCE_LABEL, pod_and_namespace
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
@@ -13,24 +14,22 @@ from gpuwatch.alerts.recording import (
     UNCORRECTABLE_ROWS,
     UTIL,
 )
-from gpuwatch.alerts.rules import GPU_TEXT, HOLDER_TEXT, Alert, pct
+from gpuwatch.alerts.rules import GPU_TEXT, HOLDER_TEXT, Alert, pct, ratio_pct
 
 #: kube-state-metrics ``resource`` values of GPU requests (whole, shared, MIG slices).
 GPU_RESOURCES = "nvidia_com_(gpu|gpu_shared|mig_.+)"
 
 
-def namespace_idle_cost(params: RuleParams) -> Alert:
-    limit = promql.number(params.idle_cost_usd_per_hour)
+def namespace_idle_cost(params: RuleParams, d: AlertDefinition) -> Alert:
+    limit = promql.number(d.threshold)
     return Alert(
-        "GPUNamespaceIdleCost",
-        f"avg_over_time({NAMESPACE_IDLE_COST}[1h]) > {limit}",
-        "15m",
-        "warning",
+        d,
+        f"avg_over_time({NAMESPACE_IDLE_COST}[{d.timing.window}]) > {limit}",
         "Namespace {{ $labels.namespace }} pays for idle GPUs.",
         "Namespace {{ $labels.namespace }} spent about "
-        '${{ printf "%.2f" $value }} per hour over the last hour on GPUs it holds below '
-        f"{pct(params.idle_util_pct)} utilization (threshold ${params.idle_cost_usd_per_hour:.2f}"
-        " per hour).",
+        '${{ printf "%.2f" $value }} per hour over the last '
+        f"{span_text(d.timing.window_s)} on GPUs it holds below "
+        f"{pct(params.idle_util_pct)} utilization (threshold ${d.threshold:.2f} per hour).",
     )
 
 
@@ -44,14 +43,12 @@ def _pending_gpu_pods(params: RuleParams) -> str:
     return f"{phase}\nand on ({pod})\n{requests}"
 
 
-def unallocated_while_pending(params: RuleParams) -> Alert:
+def unallocated_while_pending(params: RuleParams, d: AlertDefinition) -> Alert:
     cluster = promql.by(params.cluster)
     pending = promql.aggregate("count", params.cluster, _pending_gpu_pods(params))
     return Alert(
-        "GPUUnallocatedWhilePodsPending",
+        d,
         f"{NODE_UNALLOCATED}\nand on ({cluster}) (\n{promql.indent(pending)}\n)",
-        "15m",
-        "warning",
         "Node {{ $labels.node }} has free GPUs while GPU pods are Pending.",
         "Node {{ $labels.node }} has {{ $value }} GPU(s) that no pod holds while pods requesting "
         "GPUs are Pending: check taints, node selectors, affinity and the GPU type or MIG "
@@ -59,70 +56,66 @@ def unallocated_while_pending(params: RuleParams) -> Alert:
     )
 
 
-def row_remap_failure(params: RuleParams) -> Alert:
+def row_remap_failure(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPURowRemapFailure",
-        f"{ROW_REMAP_FAILURE} > 0",
-        "",
-        "critical",
+        d,
+        f"{ROW_REMAP_FAILURE} > {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} failed to remap a memory row.",
         f"{GPU_TEXT} could not remap a faulty memory row: its memory is no longer reliable. "
         "Drain the node and have the GPU inspected.",
     )
 
 
-def uncorrectable_remapped_rows(params: RuleParams) -> Alert:
+def uncorrectable_remapped_rows(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPUUncorrectableRemappedRows",
-        f"{UNCORRECTABLE_ROWS} > 0",
-        "",
-        "warning",
+        d,
+        f"{UNCORRECTABLE_ROWS} > {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} remapped rows after uncorrectable errors.",
         f'{GPU_TEXT} remapped about {{{{ printf "%.0f" $value }}}} memory rows after '
-        "uncorrectable ECC errors in the last hour; the remap takes effect after a GPU reset.",
+        f"uncorrectable ECC errors in the last {span_text(d.timing.window_s)}; the remap takes "
+        "effect after a GPU reset.",
     )
 
 
-def pcie_replays_rising(params: RuleParams) -> Alert:
+def pcie_replays_rising(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPUPCIeReplaysRising",
-        f"{PCIE_REPLAYS} > 0",
-        "30m",
-        "warning",
+        d,
+        f"{PCIE_REPLAYS} > {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} keeps retrying PCIe transfers.",
         f'{GPU_TEXT} replayed about {{{{ printf "%.0f" $value }}}} PCIe packets in the last '
-        "10 minutes, and has kept doing so for 30 minutes: a failing link or riser slows it.",
+        f"{span_text(d.timing.window_s)}, and has kept doing so for "
+        f"{span_text(d.timing.for_s)}: a failing link or riser slows it.",
     )
 
 
-def mig_instance_idle(params: RuleParams) -> Alert:
+def mig_instance_idle(params: RuleParams, d: AlertDefinition) -> Alert:
     held = promql.selector(UTIL, (), (f'{MIG_INSTANCE_LABEL}!=""', *ALLOCATED))
-    idle = promql.number(params.idle_ratio)
+    idle = promql.number(d.threshold)
     expr = (
-        f"max_over_time({held}[6h]) < {idle}\n"
+        f"max_over_time({held}[{d.timing.window}]) < {idle}\n"
         f"and {UTIL}\n"
-        f"and present_over_time({UTIL}[30m] offset 5h30m)"
+        f"and present_over_time({UTIL}{d.timing.history_range})"
     )
     return Alert(
-        "GPUMIGInstanceAllocatedIdle",
+        d,
         expr,
-        "15m",
-        "info",
         f"Pod {HOLDER_TEXT} holds an idle MIG instance.",
         f"Pod {HOLDER_TEXT} has held MIG instance {{{{ $labels.GPU_I_PROFILE }}}} "
-        "({{ $labels.gpu }}) on node {{ $labels.node }} for 6 hours without using it above "
-        f"{pct(params.idle_util_pct)} (peak {{{{ $value | humanizePercentage }}}}): "
+        "({{ $labels.gpu }}) on node {{ $labels.node }} for "
+        f"{span_text(d.timing.window_s)} without using it above "
+        f"{ratio_pct(d.threshold)} (peak {{{{ $value | humanizePercentage }}}}): "
         "release the slice.",
     )
 
 
-def extra_alerts(params: RuleParams) -> list[Alert]:
+def extra_alerts(params: RuleParams, table: AlertTable | None = None) -> list[Alert]:
     """The alerts beyond the core six, in a stable order."""
+    t = table or alert_table(params)
     return [
-        namespace_idle_cost(params),
-        unallocated_while_pending(params),
-        mig_instance_idle(params),
-        row_remap_failure(params),
-        uncorrectable_remapped_rows(params),
-        pcie_replays_rising(params),
+        namespace_idle_cost(params, t.namespace_idle_cost),
+        unallocated_while_pending(params, t.unallocated_while_pending),
+        mig_instance_idle(params, t.mig_instance_idle),
+        row_remap_failure(params, t.row_remap_failure),
+        uncorrectable_remapped_rows(params, t.uncorrectable_remapped_rows),
+        pcie_replays_rising(params, t.pcie_replays_rising),
     ]

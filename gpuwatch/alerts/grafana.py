@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwatch.alerts import promql
+from gpuwatch.alerts.definitions import XID_ERROR, span_text
 from gpuwatch.alerts.grafana_model import (
     Dashboard,
     Panel,
@@ -276,7 +277,7 @@ def _health_counts(scope: _Scope) -> Row:
                 **alarm,
             ),
             _stat(
-                "GPUs with an XID error in the last hour",
+                f"GPUs with an XID error in the last {span_text(XID_ERROR.window_s)}",
                 f"count({scope.sel(XID_CODE, node=True)} > 0) or vector(0)",
                 "XID codes are the driver's error reports (alert GPUXidError).",
                 **alarm,
@@ -336,7 +337,7 @@ def _errors(scope: _Scope) -> Row:
         (
             _gpu_series(
                 scope,
-                "Last XID code in the last hour",
+                f"Last XID code in the last {span_text(XID_ERROR.window_s)}",
                 xid,
                 f"`{XID_CODE}`: 0 while no XID error was reported.",
                 steps=(("green", None), ("red", 1)),

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuwatch.domain import thresholds as defaults
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.mig import compute_slices
-from gpuwatch.domain.pricing import build_price_book
+from gpuwatch.domain.pricing import DEFAULT_USD_PER_GPU_HOUR, build_price_book
 
 if TYPE_CHECKING:
     from gpuwatch.config import Settings
-
-DEFAULT_RUNBOOK_BASE_URL = "https://github.com/gpuwatch/gpuwatch/blob/main/docs/runbook.md"
 
 
 @dataclass(frozen=True)
@@ -29,10 +28,10 @@ class PriceEntry:
 class RuleParams:
     """Everything the rendered rules depend on; defaults are those of the configuration."""
 
-    idle_util_pct: float = 5.0
-    low_efficiency_pct: float = 30.0
-    memory_full_pct: float = 95.0
-    temperature_c: float = 85.0
+    idle_util_pct: float = defaults.IDLE_UTIL_PCT
+    low_efficiency_pct: float = defaults.LOW_EFFICIENCY_PCT
+    memory_full_pct: float = defaults.MEMORY_FULL_PCT
+    temperature_c: float = defaults.TEMPERATURE_C
     labels: LabelVariants = field(default_factory=LabelVariants)
     #: PromQL label matchers added to every DCGM selector, e.g. ``job="dcgm-exporter"``.
     matchers: tuple[str, ...] = ()
@@ -41,13 +40,13 @@ class RuleParams:
     rule_name: str = "gpuwatch"
     rule_namespace: str = "monitoring"
     metadata_labels: tuple[tuple[str, str], ...] = ()
-    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
-    idle_cost_usd_per_hour: float = 10.0
-    exporter_namespaces: tuple[str, ...] = ("gpu-operator",)
+    runbook_base_url: str = defaults.RUNBOOK_BASE_URL
+    idle_cost_usd_per_hour: float = defaults.IDLE_COST_USD_PER_HOUR
+    exporter_namespaces: tuple[str, ...] = defaults.EXPORTER_NAMESPACES
     prices: tuple[PriceEntry, ...] = ()
     #: Per-node overrides, $ per GPU-hour, matched on the normalised ``node`` label.
     node_prices: tuple[tuple[str, float], ...] = ()
-    default_usd_per_gpu_hour: float = 2.0
+    default_usd_per_gpu_hour: float = DEFAULT_USD_PER_GPU_HOUR
 
     @property
     def idle_ratio(self) -> float:

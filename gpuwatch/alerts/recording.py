@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwatch.alerts import promql
+from gpuwatch.alerts.definitions import (
+    ALLOCATED_IDLE,
+    PCIE_REPLAYS_RISING,
+    UNCORRECTABLE_REMAPPED_ROWS,
+    XID_ERROR,
+)
 from gpuwatch.alerts.normalise import (
     ALLOCATED,
     MIG_PROFILE_LABEL,
@@ -19,7 +25,8 @@ PROF_UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 DEV_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 
 UTIL = "gpuwatch:gpu_util:ratio"
-UTIL_MAX_30M = "gpuwatch:gpu_util_max30m:ratio"
+#: The peak over ``GPUAllocatedIdle``'s window (``gpuwatch:gpu_util_max30m:ratio``).
+UTIL_PEAK = f"gpuwatch:gpu_util_max{ALLOCATED_IDLE.window}:ratio"
 FB_USED = "gpuwatch:gpu_fb_used:ratio"
 SHARE = "gpuwatch:gpu_share:ratio"
 PRICE = "gpuwatch:gpu_price:usd_per_hour"
@@ -30,10 +37,12 @@ NAMESPACE_COST = "gpuwatch:namespace_allocated_cost:usd_per_hour"
 NAMESPACE_IDLE_COST = "gpuwatch:namespace_idle_cost:usd_per_hour"
 NODE_UNALLOCATED = "gpuwatch:node_gpus_unallocated:count"
 TEMPERATURE = "gpuwatch:gpu_temp:celsius"
-XID_CODE = "gpuwatch:gpu_xid_code:max1h"
+XID_CODE = f"gpuwatch:gpu_xid_code:max{XID_ERROR.window}"
 ROW_REMAP_FAILURE = "gpuwatch:gpu_row_remap_failure:value"
-UNCORRECTABLE_ROWS = "gpuwatch:gpu_uncorrectable_remapped_rows:increase1h"
-PCIE_REPLAYS = "gpuwatch:gpu_pcie_replays:increase10m"
+UNCORRECTABLE_ROWS = (
+    f"gpuwatch:gpu_uncorrectable_remapped_rows:increase{UNCORRECTABLE_REMAPPED_ROWS.window}"
+)
+PCIE_REPLAYS = f"gpuwatch:gpu_pcie_replays:increase{PCIE_REPLAYS_RISING.window}"
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,11 @@ def _per_holder(params: RuleParams) -> list[Record]:
 
 
 def _health(params: RuleParams) -> list[Record]:
-    xid = f"max_over_time({dcgm('DCGM_FI_DEV_XID_ERRORS', params)}[1h])"
-    rows = f"increase({dcgm('DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS', params)}[1h])"
-    replays = f"increase({dcgm('DCGM_FI_DEV_PCIE_REPLAY_COUNTER', params)}[10m])"
+    xid = f"max_over_time({dcgm('DCGM_FI_DEV_XID_ERRORS', params)}[{XID_ERROR.window}])"
+    rows_window = UNCORRECTABLE_REMAPPED_ROWS.window
+    rows = f"increase({dcgm('DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS', params)}[{rows_window}])"
+    replays_window = PCIE_REPLAYS_RISING.window
+    replays = f"increase({dcgm('DCGM_FI_DEV_PCIE_REPLAY_COUNTER', params)}[{replays_window}])"
     return [
         Record(TEMPERATURE, normalise(gauge("DCGM_FI_DEV_GPU_TEMP", params), params)),
         Record(XID_CODE, normalise(promql.below_sentinel(xid), params)),
@@ -150,7 +161,7 @@ def recording_rules(params: RuleParams) -> list[Record]:
     """The recording rules, in evaluation order (later rules read earlier ones)."""
     return [
         Record(UTIL, _utilization(params, None)),
-        Record(UTIL_MAX_30M, _utilization(params, "30m")),
+        Record(UTIL_PEAK, _utilization(params, ALLOCATED_IDLE.window)),
         Record(FB_USED, _fb_used(params)),
         Record(SHARE, _share(params)),
         Record(PRICE, _price(params)),

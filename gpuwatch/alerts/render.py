@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from gpuwatch.alerts.definitions import alert_table
 from gpuwatch.alerts.extras import extra_alerts
 from gpuwatch.alerts.params import (
     PriceEntry,
@@ -69,7 +70,9 @@ def _alert_rule(alert: Alert, params: RuleParams) -> dict[str, Any]:
 def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     """The rule group: recording rules first, then the alerts that read them."""
     records = [{"record": r.record, "expr": r.expr} for r in recording_rules(params)]
-    alerts = [_alert_rule(a, params) for a in (*core_alerts(params), *extra_alerts(params))]
+    table = alert_table(params)
+    every = (*core_alerts(params, table), *extra_alerts(params, table))
+    alerts = [_alert_rule(a, params) for a in every]
     return [{"name": GROUP, "rules": [*records, *alerts]}]
 
 

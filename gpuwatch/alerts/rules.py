@@ -1,10 +1,15 @@
-"""The six core alerts, whose names users script against (docs/alerts.md, docs/runbook.md)."""
+"""The six core alerts, whose names users script against (docs/alerts.md, docs/runbook.md).
+
+Each rule's threshold, window and ``for:`` come from its definition
+(:mod:`gpuwatch.alerts.definitions`); this module only writes them as PromQL and text.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gpuwatch.alerts import promql
+from gpuwatch.alerts.definitions import AlertDefinition, AlertTable, alert_table, span_text
 from gpuwatch.alerts.normalise import ALLOCATED
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
@@ -13,7 +18,7 @@ from gpuwatch.alerts.recording import (
     NAMESPACE_UTIL_SUM,
     TEMPERATURE,
     UTIL,
-    UTIL_MAX_30M,
+    UTIL_PEAK,
     XID_CODE,
 )
 
@@ -26,19 +31,30 @@ HELD_BY_TEXT = "{{ if $labels.pod }}, held by " + HOLDER_TEXT + ",{{ end }}"
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerting rule; ``for_`` is a Prometheus duration (empty: fire at once)."""
+    """One alerting rule: its definition, written as PromQL and annotation text."""
 
-    name: str
+    definition: AlertDefinition
     expr: str
-    for_: str
-    severity: str
     summary: str
     description: str
 
     @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def severity(self) -> str:
+        return self.definition.severity
+
+    @property
+    def for_(self) -> str:
+        """The ``for:`` duration (empty: fire at once)."""
+        return self.definition.timing.for_
+
+    @property
     def anchor(self) -> str:
         """The runbook section anchor (GitHub's heading slug)."""
-        return self.name.lower()
+        return self.definition.anchor
 
 
 def pct(value: float) -> str:
@@ -46,87 +62,85 @@ def pct(value: float) -> str:
     return f"{promql.number(value)}%"
 
 
-def allocated_idle(params: RuleParams) -> Alert:
-    idle = promql.number(params.idle_ratio)
+def ratio_pct(ratio: float) -> str:
+    """A threshold ratio as percent text, ``0.05`` → ``5%``."""
+    return pct(ratio * 100)
+
+
+def allocated_idle(params: RuleParams, d: AlertDefinition) -> Alert:
+    idle = promql.number(d.threshold)
     gpu = promql.by([*params.cluster, "gpu"])
     held = promql.by([*params.cluster, "gpu", "namespace", "pod"])
     expr = (
-        f"{promql.selector(UTIL_MAX_30M, (), ALLOCATED)} < {idle}\n"
-        f"unless on ({gpu}) ({UTIL_MAX_30M} >= {idle})\n"
+        f"{promql.selector(UTIL_PEAK, (), ALLOCATED)} < {idle}\n"
+        f"unless on ({gpu}) ({UTIL_PEAK} >= {idle})\n"
         f"and on ({held}) {UTIL}"
     )
     return Alert(
-        "GPUAllocatedIdle",
+        d,
         expr,
-        "20m",
-        "warning",
         f"Pod {HOLDER_TEXT} holds an idle GPU.",
         f"Pod {HOLDER_TEXT} holds {GPU_TEXT} but has not used it above "
-        f"{pct(params.idle_util_pct)} in the last 30 minutes "
+        f"{ratio_pct(d.threshold)} in the last {span_text(d.timing.window_s)} "
         "(peak {{ $value | humanizePercentage }}).",
     )
 
 
-def namespace_low_efficiency(params: RuleParams) -> Alert:
+def namespace_low_efficiency(params: RuleParams, d: AlertDefinition) -> Alert:
     namespace = promql.by([*params.cluster, "namespace"])
+    window = d.timing.window
     expr = (
-        f"sum_over_time({NAMESPACE_UTIL_SUM}[6h])\n/\nsum_over_time({NAMESPACE_GPUS}[6h])\n"
-        f"< {promql.number(params.low_efficiency_ratio)}\n"
-        f"and on ({namespace}) present_over_time({NAMESPACE_GPUS}[1h] offset 5h)"
+        f"sum_over_time({NAMESPACE_UTIL_SUM}[{window}])\n/\n"
+        f"sum_over_time({NAMESPACE_GPUS}[{window}])\n"
+        f"< {promql.number(d.threshold)}\n"
+        f"and on ({namespace}) present_over_time({NAMESPACE_GPUS}{d.timing.history_range})"
     )
     return Alert(
-        "GPUNamespaceLowEfficiency",
+        d,
         expr,
-        "30m",
-        "info",
         "Namespace {{ $labels.namespace }} uses its GPUs little.",
         "The GPUs allocated in namespace {{ $labels.namespace }} averaged "
-        "{{ $value | humanizePercentage }} utilization over the last 6 hours "
-        f"(threshold {pct(params.low_efficiency_pct)}).",
+        "{{ $value | humanizePercentage }} utilization over the last "
+        f"{span_text(d.timing.window_s)} (threshold {ratio_pct(d.threshold)}).",
     )
 
 
-def memory_near_full(params: RuleParams) -> Alert:
+def memory_near_full(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPUMemoryNearFull",
-        f"{FB_USED} >= {promql.number(params.memory_full_ratio)}",
-        "5m",
-        "warning",
+        d,
+        f"{FB_USED} >= {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} framebuffer is nearly full.",
         f"{GPU_TEXT}{HELD_BY_TEXT} has {{{{ $value | humanizePercentage }}}} of its "
-        f"framebuffer in use (threshold {pct(params.memory_full_pct)}): out-of-memory risk.",
+        f"framebuffer in use (threshold {ratio_pct(d.threshold)}): out-of-memory risk.",
     )
 
 
-def high_temperature(params: RuleParams) -> Alert:
+def high_temperature(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPUHighTemperature",
-        f"{TEMPERATURE} >= {promql.number(params.temperature_c)}",
-        "5m",
-        "warning",
+        d,
+        f"{TEMPERATURE} >= {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} is running hot.",
         f"{GPU_TEXT} is at {{{{ $value }}}} °C "
-        f"(threshold {promql.number(params.temperature_c)} °C): it throttles its clocks.",
+        f"(threshold {promql.number(d.threshold)} °C): it throttles its clocks.",
     )
 
 
-def xid_error(params: RuleParams) -> Alert:
+def xid_error(params: RuleParams, d: AlertDefinition) -> Alert:
     return Alert(
-        "GPUXidError",
-        f"{XID_CODE} > 0",
-        "",
-        "warning",
+        d,
+        f"{XID_CODE} > {promql.number(d.threshold)}",
         "GPU {{ $labels.gpu }} reported an XID error.",
-        f"{GPU_TEXT}{HELD_BY_TEXT} reported XID error {{{{ $value }}}} within the last hour.",
+        f"{GPU_TEXT}{HELD_BY_TEXT} reported XID error {{{{ $value }}}} within the last "
+        f"{span_text(d.timing.window_s)}.",
     )
 
 
-def _silent_targets(params: RuleParams) -> str:
+def _silent_targets(params: RuleParams, window: str) -> str:
     target = promql.by([*params.cluster, "job", "instance"])
     gpu = promql.by([*params.cluster, "gpu"])
     node = promql.by([*params.cluster, "node"])
-    seen = f"max_over_time({UTIL}[1h])"
-    removed_nodes = f"max_over_time(kube_node_info[1h]) unless on ({node}) kube_node_info"
+    seen = f"max_over_time({UTIL}[{window}])"
+    removed_nodes = f"max_over_time(kube_node_info[{window}]) unless on ({node}) kube_node_info"
     return (
         f"({seen} unless on ({target}) {UTIL})\n"
         f"unless on ({target}) ({seen} and on ({gpu}) {UTIL})\n"
@@ -134,32 +148,34 @@ def _silent_targets(params: RuleParams) -> str:
     )
 
 
-def exporter_down(params: RuleParams) -> Alert:
+def exporter_down(params: RuleParams, d: AlertDefinition) -> Alert:
     target = promql.by([*params.cluster, "job", "instance"])
     labels = [*params.cluster, "job", "instance", "node"]
     up = promql.selector("up", params.matchers)
-    failing = f"max_over_time({UTIL}[1h]) and on ({target}) ({up} == 0)"
-    either = f"(\n{promql.indent(_silent_targets(params))}\n)\nor\n({failing})"
+    window = d.timing.window
+    failing = f"max_over_time({UTIL}[{window}]) and on ({target}) ({up} == 0)"
+    either = f"(\n{promql.indent(_silent_targets(params, window))}\n)\nor\n({failing})"
     gpus = promql.aggregate("count", [*labels, "gpu"], either)
+    count = promql.aggregate("count", labels, gpus)
     return Alert(
-        "GPUExporterDown",
-        promql.aggregate("count", labels, gpus),
-        "5m",
-        "warning",
+        d,
+        f"{count} > {promql.number(d.threshold)}",
         "DCGM exporter {{ $labels.instance }} has gone silent.",
         "Target {{ $labels.instance }} (job {{ $labels.job }}, node {{ $labels.node }}) "
-        "exported DCGM metrics for {{ $value }} GPU(s) in the last hour but now exports none "
+        "exported DCGM metrics for {{ $value }} GPU(s) in the last "
+        f"{span_text(d.timing.window_s)} but now exports none "
         "or fails its scrapes: gpuwatch cannot see those GPUs.",
     )
 
 
-def core_alerts(params: RuleParams) -> list[Alert]:
+def core_alerts(params: RuleParams, table: AlertTable | None = None) -> list[Alert]:
     """The six core alerts, in a stable order."""
+    t = table or alert_table(params)
     return [
-        allocated_idle(params),
-        namespace_low_efficiency(params),
-        memory_near_full(params),
-        high_temperature(params),
-        xid_error(params),
-        exporter_down(params),
+        allocated_idle(params, t.allocated_idle),
+        namespace_low_efficiency(params, t.namespace_low_efficiency),
+        memory_near_full(params, t.memory_near_full),
+        high_temperature(params, t.high_temperature),
+        xid_error(params, t.xid_error),
+        exporter_down(params, t.exporter_down),
     ]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import attribute_node_level
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import DCGM_ONLY_ATTRIBUTION
 from gpuwatch.domain.mig import mig_fraction
 from gpuwatch.domain.pricing import PriceBook
@@ -90,7 +91,7 @@ def cost_samples(samples: pd.DataFrame, price_book: PriceBook) -> pd.DataFrame:
     util = frame["util_ratio"].to_numpy(dtype="float64", na_value=np.nan)
     has_data = ~np.isnan(util)
     frame[c.UTIL] = np.clip(np.nan_to_num(util, nan=0.0), 0.0, 1.0)
-    frame[c.GPU_HOURS] = np.where(has_data, frame["step_s"].to_numpy(dtype="float64") / 3600, 0.0)
+    frame[c.GPU_HOURS] = np.where(has_data, frame["step_s"].to_numpy(dtype="float64") / HOUR_S, 0.0)
     prices = unit_prices(frame, price_book)
     frame[c.USD_PER_HOUR] = frame["gpu_id"].map(prices).to_numpy(dtype="float64")
     frame[c.ALLOCATED] = frame["pod"].notna().to_numpy() & frame["pod"].ne("").fillna(False)

@@ -10,32 +10,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gpuwatch.domain import thresholds as defaults
+
 
 @dataclass(frozen=True)
 class AnalyticsPolicy:
     """Thresholds and recommendation triggers (defaults as in the configuration)."""
 
-    idle_util_pct: float = 5.0
-    low_efficiency_pct: float = 30.0
-    memory_full_pct: float = 95.0
-    reclaim_idle_fraction: float = 0.95
-    min_observed_gpu_hours: float = 24.0
-    share_max_util_pct: float = 30.0
-    cheaper_max_util_pct: float = 20.0
-    memory_headroom: float = 1.15
-    memory_risk_pct: float = 95.0
-    busy_quantile: float = 0.95
-    util_quantile: float = 0.95
-    memory_quantile: float = 0.99
-    high_confidence_hours: float = 168.0
-    medium_confidence_hours: float = 24.0
+    idle_util_pct: float = defaults.IDLE_UTIL_PCT
+    low_efficiency_pct: float = defaults.LOW_EFFICIENCY_PCT
+    memory_full_pct: float = defaults.MEMORY_FULL_PCT
+    reclaim_idle_fraction: float = defaults.RECLAIM_IDLE_FRACTION
+    min_observed_gpu_hours: float = defaults.MIN_OBSERVED_GPU_HOURS
+    share_max_util_pct: float = defaults.SHARE_MAX_UTIL_PCT
+    cheaper_max_util_pct: float = defaults.CHEAPER_MAX_UTIL_PCT
+    memory_headroom: float = defaults.MEMORY_HEADROOM
+    memory_risk_pct: float = defaults.MEMORY_RISK_PCT
+    busy_quantile: float = defaults.BUSY_QUANTILE
+    util_quantile: float = defaults.UTIL_QUANTILE
+    memory_quantile: float = defaults.MEMORY_QUANTILE
+    high_confidence_hours: float = defaults.HIGH_CONFIDENCE_HOURS
+    medium_confidence_hours: float = defaults.MEDIUM_CONFIDENCE_HOURS
     #: Most replicas ``share_gpu`` suggests for one GPU.
-    max_share_replicas: int = 4
-    replica_target_util: float = 0.6
-    replica_swing_ratio: float = 3.0
-    reclaim_min_observed_hours: float = 4.0
+    max_share_replicas: int = defaults.MAX_SHARE_REPLICAS
+    replica_target_util: float = defaults.REPLICA_TARGET_UTIL
+    replica_swing_ratio: float = defaults.REPLICA_SWING_RATIO
+    reclaim_min_observed_hours: float = defaults.RECLAIM_MIN_OBSERVED_HOURS
     #: ``cheaper_model``: projected p95 utilization on the cheaper model at most this.
-    cheaper_max_projected_util_pct: float = 80.0
+    cheaper_max_projected_util_pct: float = defaults.CHEAPER_MAX_PROJECTED_UTIL_PCT
     #: ``cheaper_model``: models allowed whatever the provider offers (on-premises stock).
     cheaper_models: tuple[str, ...] = ()
     #: The cluster's cloud provider where its nodes do not say (None: unknown or on-premises).

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.grouping import group_sum
+from gpuwatch.domain.durations import HOUR_S
 
 
 def idle_fraction(costed: pd.DataFrame, idle_threshold_ratio: float) -> np.ndarray:
@@ -74,7 +75,7 @@ def expected_hours_per_sample(costed: pd.DataFrame) -> np.ndarray:
     spans = by_unit.groupby("id", sort=False).agg(
         first=("ts", "min"), last=("end", "max"), n=("n", "sum")
     )
-    share = (spans["last"] - spans["first"]) / 3600.0 / spans["n"]
+    share = (spans["last"] - spans["first"]) / HOUR_S / spans["n"]
     per_unit: np.ndarray = share.reindex(ids).to_numpy(dtype="float64")
     result: np.ndarray = per_unit * weight
     return result
@@ -132,7 +133,7 @@ def unit_coverage(
     unit_step = units["gpu_id"].map(step).fillna(0).to_numpy(dtype="float64")
     first = np.maximum(units["first_seen_ts"].to_numpy(dtype="float64"), start_ts)
     last = np.minimum(units["last_seen_ts"].to_numpy(dtype="float64") + unit_step, end_ts)
-    existed = np.clip(last - first, 0, None) / 3600.0
+    existed = np.clip(last - first, 0, None) / HOUR_S
     with_data = units["gpu_id"].map(data).fillna(0.0).to_numpy(dtype="float64")
     out = units[["cluster", "node", "gpu_id", "gpu_model"]].copy()
     out[c.OBSERVED_HOURS] = existed
@@ -162,7 +163,7 @@ def capacity_timeseries(
         c.USED_GPU_HOURS: hours * held * costed[c.UTIL].to_numpy(dtype="float64"),
     }
     out = group_sum(keys, values)
-    bucket_hours = bucket_s / 3600.0
+    bucket_hours = bucket_s / HOUR_S
     out[c.CAPACITY_GPUS] = out[c.CAPACITY_GPU_HOURS] / bucket_hours
     out[c.ALLOCATED_GPUS] = out[c.ALLOCATED_GPU_HOURS] / bucket_hours
     out[c.USED_GPUS] = out[c.USED_GPU_HOURS] / bucket_hours

@@ -18,12 +18,12 @@ from urllib.parse import urlencode
 
 from sqlalchemy import Engine
 
-from gpuwatch.app.snapshot import DAY_S, WINDOWS, Snapshot, build_snapshot, release_memory
+from gpuwatch.app.snapshot import WINDOWS, Snapshot, build_snapshot, release_memory
 from gpuwatch.config import Settings
 from gpuwatch.report.inputs import policy_from, price_book_from
 from gpuwatch.store import repository
 
-__all__ = ["DAY_S", "WINDOWS", "DashboardData", "Filters", "Snapshot"]
+__all__ = ["WINDOWS", "DashboardData", "Filters", "Snapshot"]
 DEFAULT_WINDOW = "7d"
 FILTER_NAMES = ("cluster", "team", "namespace", "model", "window")
 

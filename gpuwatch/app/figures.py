@@ -14,6 +14,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.app.views_gpu import Heatmap
+from gpuwatch.domain.durations import HOUR_S
 
 Figure = dict[str, Any]
 COLORS = {
@@ -198,7 +199,7 @@ def heatmap_figure(hm: Heatmap) -> Figure:
         "hovertemplate": "%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>"
         "utilization %{z:.0f}%<extra>click: GPU history</extra>",
     }
-    hours = hm.column_s // 3600
+    hours = hm.column_s // HOUR_S
     height = int(min(max(320, 12 * len(labels) + 140), 2400))
     title = f"Utilization per GPU unit ({hours} h per column; grey: no data)"
     layout = _layout(title, "", height=height, hovermode="closest", plot_bgcolor="#cbd5e1")
@@ -236,7 +237,7 @@ def per_gpu_figure(series: pd.DataFrame, column: str, title: str, unit: str) -> 
         return empty_figure("No samples held by this workload in this window")
     data = []
     for name, rows in series.groupby("unit", sort=True):
-        x, y = with_gaps(rows["bucket_ts"], rows[column], 3600)
+        x, y = with_gaps(rows["bucket_ts"], rows[column], HOUR_S)
         data.append(_line(x, y, str(name), "", unit) | {"line": {"width": 1.5}})
     layout = _layout(title, unit, showlegend=len(data) <= 8)
     return {"data": data, "layout": layout}

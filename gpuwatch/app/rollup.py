@@ -23,10 +23,9 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
+from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.domain.frames import NO_POD
 
-HOUR_S = 3600
-DAY_S = 86400
-NO_POD = -1
 #: Summed columns of the per (window day, GPU unit, pod) roll-up.
 COST_SUMS: tuple[str, ...] = (*c.SUM_COLUMNS, c.GPU_HOURS, c.SAMPLES)
 #: What every row of GPU time carries, raw sample and hourly row alike: utilization, health
@@ -125,7 +124,7 @@ def with_costs(rows: pd.DataFrame, usd_per_hour: np.ndarray) -> pd.DataFrame:
     indexed by ``gpu_id``)."""
     step = rows["step_s"].to_numpy(dtype="float64")
     ids = rows["gpu_id"].to_numpy(dtype="int64")
-    return rows.assign(**{c.GPU_HOURS: step / 3600, c.USD_PER_HOUR: usd_per_hour[ids]})
+    return rows.assign(**{c.GPU_HOURS: step / HOUR_S, c.USD_PER_HOUR: usd_per_hour[ids]})
 
 
 def concat_parts(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:

@@ -23,11 +23,11 @@ from sqlalchemy import Engine
 from gpuwatch.analytics.costing import prepare, unit_prices
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.app import rollup
+from gpuwatch.domain.durations import DAY_S, HOUR_S, WEEK_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import repository
 
 T = TypeVar("T")
-DAY_S = rollup.DAY_S
 #: Time windows offered by the filter bar, in days (the default first after "24h").
 WINDOWS: dict[str, float] = {"24h": 1, "3d": 3, "7d": 7, "14d": 14, "30d": 30}
 MEMO_SIZE = 256
@@ -35,7 +35,6 @@ MEMO_SIZE = 256
 MEMO_BYTES = 256 * 2**20
 #: Days of roll-ups read and costed at once.
 CHUNK_DAYS = 7
-WEEK_S = 7 * DAY_S
 #: How far back :func:`_first_data_ts` looks for roll-ups older than the span, in weeks.
 MAX_PROBE_WEEKS = 60
 
@@ -99,7 +98,7 @@ class Snapshot:
     def raw_from_ts(self) -> int:
         """Raw samples are kept from this hour on; earlier hours have roll-ups only."""
         first = self.marker.raw_first_ts
-        return self.end_ts if first is None else first - first % rollup.HOUR_S
+        return self.end_ts if first is None else first - first % HOUR_S
 
     def hourly_between(self, start_ts: int, end_ts: int) -> pd.DataFrame:
         """The hourly rows of ``[start_ts, end_ts)`` with data hours and unit prices."""
@@ -154,7 +153,7 @@ class Snapshot:
 
 
 def _hour_ceil(ts: int) -> int:
-    return -(-ts // rollup.HOUR_S) * rollup.HOUR_S
+    return -(-ts // HOUR_S) * HOUR_S
 
 
 def _labelled_units(engine: Engine, price_book: PriceBook) -> pd.DataFrame:
@@ -247,7 +246,7 @@ def release_memory() -> None:
 def _first_data_ts(engine: Engine, marker: repository.DataMarker, span_start_ts: int) -> int:
     """The first hour with data, roll-ups kept past the raw retention included."""
     known = min(span_start_ts, marker.first_ts or span_start_ts)
-    high = known - known % rollup.HOUR_S
+    high = known - known % HOUR_S
     low = high
     for _ in range(MAX_PROBE_WEEKS):
         if not repository.has_hourly(engine, low - WEEK_S, low):
@@ -255,8 +254,8 @@ def _first_data_ts(engine: Engine, marker: repository.DataMarker, span_start_ts:
         low -= WEEK_S
     if low == high:
         return known
-    while high - low > rollup.HOUR_S:  # data in [low, high), none just before low
-        mid = low + (high - low) // (2 * rollup.HOUR_S) * rollup.HOUR_S
+    while high - low > HOUR_S:  # data in [low, high), none just before low
+        mid = low + (high - low) // (2 * HOUR_S) * HOUR_S
         if repository.has_hourly(engine, low, mid):
             high = mid
         else:
@@ -280,9 +279,9 @@ def build_snapshot(
     )
     hourly = frames.hourly
     start_ts = int(hourly["ts"].min()) if len(hourly) else marker.first_ts
-    start_ts -= start_ts % rollup.HOUR_S
+    start_ts -= start_ts % HOUR_S
     steps = rollup.unit_steps(hourly)
-    gpu = frames.gpu.assign(step_s=frames.gpu["gpu_id"].map(steps).fillna(rollup.HOUR_S))
+    gpu = frames.gpu.assign(step_s=frames.gpu["gpu_id"].map(steps).fillna(HOUR_S))
     return Snapshot(
         marker=marker,
         end_ts=end_ts,

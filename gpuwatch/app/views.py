@@ -22,8 +22,10 @@ from gpuwatch.analytics.recommend import (
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
-from gpuwatch.app.data import DAY_S, WINDOWS, Filters, Snapshot
-from gpuwatch.app.rollup import COST_SUMS, HOUR_S, NO_POD, pending_series
+from gpuwatch.app.data import WINDOWS, Filters, Snapshot
+from gpuwatch.app.rollup import COST_SUMS, pending_series
+from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_detail
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
@@ -288,7 +290,7 @@ def workloads(snap: Snapshot, f: Filters) -> pd.DataFrame:
 def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndarray:
     """Hours each bucket stands for: the last one only up to the end of the last sample."""
     last_end = (snap.marker.last_ts or 0) + snap.step_s
-    hours = np.clip(np.minimum(buckets + bucket_s, last_end) - buckets, 1, None) / 3600.0
+    hours = np.clip(np.minimum(buckets + bucket_s, last_end) - buckets, 1, None) / HOUR_S
     return np.asarray(hours, dtype="float64")
 
 

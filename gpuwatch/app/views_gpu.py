@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.rollup import HOUR_S, NO_POD, gap_runs, measures
+from gpuwatch.app.rollup import gap_runs, measures
 from gpuwatch.app.views import (
     WORKLOAD,
     cost_rows,
@@ -22,6 +22,8 @@ from gpuwatch.app.views import (
     window_bounds,
     window_recommendations,
 )
+from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.domain.frames import NO_POD
 
 MAX_COLUMNS = 300
 #: At most this many heatmap cells (units × columns): a big fleet gets wider columns.

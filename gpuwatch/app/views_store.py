@@ -1,5 +1,6 @@
 """Views that read the store directly with narrow queries: one GPU's history, the weekly
-report of one week, the last hours behind the alert conditions. Memoized per snapshot."""
+report of one week, the alerts (the last hours of samples, or Prometheus' own alerts).
+Memoized per snapshot."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.costing import prepare
+from gpuwatch.alerts.definitions import AlertDefinition, alert_table
+from gpuwatch.alerts.evaluate import Evaluation, evaluate_core, samples_span_s
+from gpuwatch.alerts.live import LiveAlerts, LiveAlertsError, fetch_rules, parse_rules
+from gpuwatch.alerts.params import rule_params_from_settings
+from gpuwatch.analytics.costing import drop_gpuless_pods, prepare
 from gpuwatch.analytics.totals import hours_with_data
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.rollup import HOUR_S, READING_COLUMNS
+from gpuwatch.app.rollup import READING_COLUMNS
 from gpuwatch.app.views import hourly_rows, window_bounds
+from gpuwatch.domain.durations import HOUR_S, WEEK_S
 from gpuwatch.report.inputs import load_inputs
 from gpuwatch.report.weekly import (
-    WEEK_S,
     iso_week_bounds,
     last_complete_week,
     render_csv,
@@ -24,11 +28,6 @@ from gpuwatch.report.weekly import (
     weekly_report,
 )
 from gpuwatch.store import repository
-
-RECENT_S = 6 * 3600
-IDLE_S = 3600
-SILENT_S = 600
-
 
 #: Columns of one GPU's history (raw samples and hourly rows alike).
 HISTORY_COLUMNS = (
@@ -138,122 +137,63 @@ def weekly_csv(data: DashboardData, snap: Snapshot, week: str) -> str:
     return render_csv(weekly(data, snap, week))
 
 
-@dataclass(frozen=True)
-class Condition:
-    """One alert's condition and the subjects that meet it in the stored data now."""
-
-    alert: str
-    condition: str
-    subjects: pd.DataFrame
+#: Seconds a Prometheus answer about its alerts is reused.
+LIVE_TTL_S = 30
+#: Longest wait for that answer (a page waits on it).
+LIVE_TIMEOUT_S = 5.0
 
 
-def recent(data: DashboardData, snap: Snapshot) -> pd.DataFrame:
-    """The last six hours of samples, costed."""
+def stored_alerts(data: DashboardData, snap: Snapshot) -> list[Evaluation]:
+    """The core alerts evaluated over the stored samples at the last one, from the same
+    definitions as the rendered rules (:mod:`gpuwatch.alerts.evaluate`)."""
 
-    def compute() -> pd.DataFrame:
+    def compute() -> list[Evaluation]:
         last = snap.marker.last_ts
         if last is None:
-            return pd.DataFrame()
-        samples = repository.load_samples(data.engine, last - RECENT_S + 1, last + 1)
-        return prepare(samples, snap.pods, snap.price_book)
-
-    return snap.memo(("recent",), compute, pin=True)
-
-
-def _latest(frame: pd.DataFrame) -> pd.DataFrame:
-    ordered = frame.sort_values(["gpu_id", "ts"], kind="stable")
-    return ordered.drop_duplicates("gpu_id", keep="last")
-
-
-def _gpu_subjects(frame: pd.DataFrame, value: pd.Series, name: str) -> pd.DataFrame:
-    out = frame[["cluster", "node", "gpu_id", "gpu_model", "namespace", "pod"]].copy()
-    out[name] = value.to_numpy()
-    return out.astype({"cluster": object, "node": object, "gpu_model": object}).reset_index(
-        drop=True
-    )
-
-
-def _idle_held(costed: pd.DataFrame, last: int, threshold: float) -> pd.DataFrame:
-    hour = costed[costed["ts"] > last - IDLE_S]
-    grid = hour.groupby("gpu_id").agg(
-        n=("ts", "size"),
-        held=(c.ALLOCATED, "sum"),
-        max_util=(c.UTIL, "max"),
-        pods=("pod", "nunique"),
-    )
-    steps = max(int(IDLE_S // max(int(hour["step_s"].max()), 1)), 1) if len(hour) else 1
-    ids = grid.index[
-        (grid["n"] >= steps) & (grid["held"] == grid["n"]) & (grid["max_util"] < threshold)
-    ]
-    latest = _latest(hour[hour["gpu_id"].isin(ids)])
-    return _gpu_subjects(latest, 100.0 * latest["gpu_id"].map(grid["max_util"]), "max_util_pct")
-
-
-def _low_efficiency(costed: pd.DataFrame, pct: float, excluded: list[str]) -> pd.DataFrame:
-    held = costed[costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
-    held = held[~held["namespace"].astype(object).isin(excluded)]
-    g = held.groupby(["cluster", "namespace"], observed=True)
-    out = (100.0 * g[c.UTIL].mean()).rename("mean_util_pct").reset_index()
-    out["gpu_units"] = g["gpu_id"].nunique().to_numpy()
-    out = out[out["mean_util_pct"] < pct]
-    return out.astype({"cluster": object, "namespace": object}).reset_index(drop=True)
-
-
-def _silent_nodes(costed: pd.DataFrame, last: int) -> pd.DataFrame:
-    per_node = costed.groupby(["cluster", "node"], observed=True)["ts"].max().reset_index()
-    per_node = per_node[per_node["ts"] < last - SILENT_S]
-    return per_node.rename(columns={"ts": "last_sample_ts"}).astype(
-        {"cluster": object, "node": object}
-    )
-
-
-def alert_conditions(data: DashboardData, snap: Snapshot) -> list[Condition]:
-    """Which alert conditions the stored data meets at its last sample."""
-
-    def compute() -> list[Condition]:
-        costed = recent(data, snap)
-        last = snap.marker.last_ts
-        if costed.empty or last is None:
             return []
-        thresholds = data.settings.thresholds
-        latest = _latest(costed[costed["ts"] > last - SILENT_S])
-        fb = latest["fb_used_mib"] / latest["fb_total_mib"].where(latest["fb_total_mib"] > 0)
-        mem = latest[(100.0 * fb).ge(thresholds.memory_full_pct).to_numpy(dtype=bool)]
-        hot = latest[latest["temp_c"].ge(thresholds.temperature_c).to_numpy(dtype=bool)]
-        xid = latest[latest["xid"].fillna(0).ne(0).to_numpy(dtype=bool)]
-        idle_pct, low_pct = thresholds.idle_util_pct, thresholds.low_efficiency_pct
-        mem_pct = 100.0 * mem["fb_used_mib"] / mem["fb_total_mib"]
-        return [
-            Condition(
-                "GPUAllocatedIdle",
-                f"held by a pod and below {idle_pct:g}% utilization for the last hour",
-                _idle_held(costed, last, idle_pct / 100.0),
-            ),
-            Condition(
-                "GPUNamespaceLowEfficiency",
-                f"namespace's allocated GPUs average below {low_pct:g}% over the last 6 hours",
-                _low_efficiency(costed, low_pct, list(data.settings.alerts.exporter_namespaces)),
-            ),
-            Condition(
-                "GPUMemoryNearFull",
-                f"framebuffer used ≥ {thresholds.memory_full_pct:g}% of total at the last sample",
-                _gpu_subjects(mem, mem_pct, "memory_used_pct"),
-            ),
-            Condition(
-                "GPUHighTemperature",
-                f"temperature ≥ {thresholds.temperature_c:g} °C at the last sample",
-                _gpu_subjects(hot, hot["temp_c"], "temp_c"),
-            ),
-            Condition(
-                "GPUXidError",
-                "a non-zero XID error code at the last sample",
-                _gpu_subjects(xid, xid["xid"].astype("float64"), "xid"),
-            ),
-            Condition(
-                "GPUExporterDown",
-                "a node that reported in the last 6 hours and has been silent for 10 minutes",
-                _silent_nodes(costed, last),
-            ),
-        ]
+        params = rule_params_from_settings(data.settings)
+        table = alert_table(params)
+        samples = repository.load_samples(data.engine, last - samples_span_s(table), last + 1)
+        samples = drop_gpuless_pods(samples, snap.pods)
+        return evaluate_core(samples, table, last, params.exporter_namespaces)
 
-    return snap.memo(("alert_conditions",), compute, pin=True)
+    return snap.memo(("stored_alerts",), compute, pin=True)
+
+
+@dataclass(frozen=True)
+class AlertStates:
+    """What the Alerts page shows: Prometheus' own alerts when it has gpuwatch's rules loaded
+    (``live``), else the store's evaluation (``stored``); ``note`` says which, and why;
+    ``definitions`` are every alert's, with the configured thresholds."""
+
+    note: str
+    definitions: tuple[AlertDefinition, ...]
+    live: LiveAlerts | None = None
+    stored: tuple[Evaluation, ...] = ()
+
+
+def _live(data: DashboardData, names: frozenset[str]) -> LiveAlerts | str:
+    prometheus = data.settings.prometheus
+    headers = {k: v.get_secret_value() for k, v in prometheus.headers.items()}
+    timeout = min(LIVE_TIMEOUT_S, prometheus.timeout.total_seconds())
+    try:
+        return parse_rules(fetch_rules(prometheus.url, headers, timeout), names)
+    except LiveAlertsError as exc:
+        return str(exc)
+
+
+def alert_states(data: DashboardData, snap: Snapshot, now_s: float) -> AlertStates:
+    """Prometheus' alerts where ``prometheus.url`` is configured and has gpuwatch's rules, else
+    the store's evaluation; the Prometheus answer is reused for :data:`LIVE_TTL_S`."""
+    table = alert_table(rule_params_from_settings(data.settings))
+    url = data.settings.prometheus.url
+    reason = "no prometheus.url is configured"
+    if data.settings.prometheus.url_is_set:
+        names = frozenset(d.name for d in table.all())
+        live = snap.memo(("live_alerts", int(now_s // LIVE_TTL_S)), lambda: _live(data, names))
+        if isinstance(live, LiveAlerts) and live.loaded:
+            note = f"As Prometheus at {url} evaluates gpuwatch's rules now."
+            return AlertStates(note, table.all(), live)
+        reason = live if isinstance(live, str) else f"{url} has not loaded gpuwatch's rules"
+    stored = tuple(stored_alerts(data, snap))
+    return AlertStates(f"Evaluated from the stored samples ({reason}).", table.all(), stored=stored)

@@ -23,11 +23,11 @@ from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.config import Settings
-from gpuwatch.domain.durations import parse_duration, parse_instant
+from gpuwatch.domain.durations import HOUR_S, parse_duration, parse_instant
 from gpuwatch.store import writer
 
 #: ``--follow`` applies the storage retention (``db compact``) at most this often.
-COMPACT_EVERY_S = 3600
+COMPACT_EVERY_S = HOUR_S
 
 
 def _now_ts() -> int:

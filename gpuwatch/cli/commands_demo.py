@@ -11,7 +11,7 @@ import click
 from sqlalchemy import Engine
 
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
-from gpuwatch.domain.durations import parse_duration
+from gpuwatch.domain.durations import DAY_S, parse_duration
 from gpuwatch.store import repository
 from gpuwatch.store.engine import StoreError, make_engine, require_current_schema, upgrade
 
@@ -42,7 +42,7 @@ def build_demo_database(path: Path, *, days: int, step_s: int, seed: int, now_ts
     from gpuwatch.simulate.load import load_simulated
 
     end_ts = now_ts - now_ts % step_s
-    start_ts = end_ts - days * 86400
+    start_ts = end_ts - days * DAY_S
     tmp = path.with_name(f".{path.name}.building")
     for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         leftover.unlink(missing_ok=True)

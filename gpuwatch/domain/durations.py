@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-#: Seconds in an hour, a day and a week (UTC has no leap seconds in epoch time).
-HOUR_S = 3600
-DAY_S = 86400
-WEEK_S = 604800
+#: Seconds in a minute, an hour, a day and a week: the one definition every layer imports.
+MINUTE_S = 60
+HOUR_S = 60 * MINUTE_S
+DAY_S = 24 * HOUR_S
+WEEK_S = 7 * DAY_S
 
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": MINUTE_S, "h": HOUR_S, "d": DAY_S, "w": WEEK_S}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
@@ -45,7 +46,7 @@ def format_duration(value: timedelta) -> str:
     if seconds <= 0:
         return "0s"
     parts: list[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+    for unit, size in (("d", DAY_S), ("h", HOUR_S), ("m", MINUTE_S), ("s", 1)):
         count, seconds = divmod(seconds, size)
         if count:
             parts.append(f"{count}{unit}")

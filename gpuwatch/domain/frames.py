@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+#: ``pod_id`` of GPU time that no pod held, where a row needs an integer key (the store's hourly
+#: roll-ups, the dashboard's hourly rows); store pod ids start at 1.
+NO_POD = 0
+
 
 @dataclass(frozen=True)
 class Column:

@@ -20,6 +20,8 @@ SPOT = "spot"
 ON_DEMAND = "on_demand"
 #: Discount used for table rows that list no spot price, until a price book applies its own.
 DEFAULT_SPOT_DISCOUNT = 0.6
+#: $ per GPU-hour of models the price table does not know (``pricing.default_usd_per_gpu_hour``).
+DEFAULT_USD_PER_GPU_HOUR = 2.0
 _SUFFIX = re.compile(r"(-mig-\d+g\.\d+gb|-shared)+$")
 _SEPARATORS = re.compile(r"[\s_\-]+")
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuwatch.domain.durations import DAY_S
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, NodeSpec
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.kube_objects import (
@@ -43,7 +44,6 @@ from gpuwatch.simulate.kube_objects import (
 )
 from gpuwatch.simulate.noise import stable_hash
 from gpuwatch.simulate.pods import pod_instances
-from gpuwatch.simulate.schedule import DAY_S
 
 SENTINEL = 9223372036854775794
 BLANK_ONE_IN = 200

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.noise import slow_uniform, stable_hash, uniform, unit_keys
 from gpuwatch.simulate.patterns import (
@@ -33,7 +34,6 @@ from gpuwatch.simulate.patterns import (
     utilization,
 )
 from gpuwatch.simulate.pods import PodInstance, pod_instances, pods_frame
-from gpuwatch.simulate.schedule import HOUR_S
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]

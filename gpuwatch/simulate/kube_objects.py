@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.simulate.fleet import Fleet, NodeSpec, WorkloadSpec
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 from gpuwatch.simulate.pods import PodInstance, pod_instances
-from gpuwatch.simulate.schedule import DAY_S, HOUR_S
 
 #: Finished Job pods stay listed this long (the Jobs' ``ttlSecondsAfterFinished``).
 JOB_TTL_S = DAY_S

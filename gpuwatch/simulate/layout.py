@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.simulate.patterns import Pattern
-from gpuwatch.simulate.schedule import DAY_S, HOUR_S, Schedule
+from gpuwatch.simulate.schedule import Schedule
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from gpuwatch.simulate.schedule import DAY_S, HOUR_S
+from gpuwatch.domain.durations import DAY_S, HOUR_S
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]

@@ -6,10 +6,6 @@ from dataclasses import dataclass
 
 from gpuwatch.simulate.noise import stable_unit
 
-HOUR_S = 3600
-DAY_S = 86400
-WEEK_S = 7 * DAY_S
-
 
 @dataclass(frozen=True)
 class Schedule:

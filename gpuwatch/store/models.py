@@ -25,6 +25,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# Defined in the domain, re-exported (``as``) for the store modules that import them from here.
+from gpuwatch.domain.durations import HOUR_S as HOUR_S  # noqa: PLC0414
+from gpuwatch.domain.frames import NO_POD as NO_POD  # noqa: PLC0414
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -202,13 +206,8 @@ class CollectionState(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
-#: ``gpu_samples_hourly.pod_id`` of the unallocated part of an hour (no pod held the unit).
-NO_POD = 0
-HOUR_S = 3600
-
-
 class GpuSampleHourly(Base):
-    """One GPU unit's samples of one hour, per pod that held it (``pod_id`` 0: unallocated).
+    """One GPU unit's samples of one hour, per pod that held it (``pod_id`` ``NO_POD``: none).
 
     The additive quantities of the cost model are exact sums (seconds, never averages):
     ``data_s`` (Σ step of samples with a utilization reading), ``used_s`` (Σ util × step),

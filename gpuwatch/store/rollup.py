@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
+from gpuwatch.domain.durations import DAY_S
 from gpuwatch.store import rollup_detail
 from gpuwatch.store.models import (
     HOUR_S,
@@ -238,7 +239,7 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
     return rows
 
 
-def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: int = 86400) -> int:
+def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: int = DAY_S) -> int:
     """Recompute every roll-up from the raw samples at a new idle threshold; returns rows.
 
     Hours whose raw samples are gone (past the retention) keep their roll-ups as they are.

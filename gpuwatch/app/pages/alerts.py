@@ -1,8 +1,11 @@
-"""Alerts: the rendered rules (with the PrometheusRule YAML to download) and which conditions
-the stored data meets at its last sample."""
+"""Alerts: which gpuwatch alerts fire now (Prometheus' own, or evaluated over the stored
+samples from the same definitions as the rules), and the rendered rules with the
+PrometheusRule YAML to download."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import dash
@@ -10,6 +13,9 @@ import pandas as pd
 import yaml
 from dash import Input, Output, dcc, html
 
+from gpuwatch.alerts.definitions import AlertDefinition, span_text
+from gpuwatch.alerts.evaluate import Evaluation
+from gpuwatch.alerts.live import LiveAlerts
 from gpuwatch.alerts.render import (
     OPERATOR_FILE,
     PLAIN_FILE,
@@ -21,26 +27,59 @@ from gpuwatch.app.components import NO_DATA_HINT, card, empty_state, html_table,
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views_store import Condition, alert_conditions
+from gpuwatch.app.views_store import AlertStates, alert_states, stored_alerts
 from gpuwatch.config import Settings
 
 PAGE, PATH, TITLE = "alerts", "/alerts", "Alerts"
 MAX_SUBJECTS = 50
 _HEADINGS = {
+    "alert": "Alert",
     "cluster": "Cluster",
     "node": "Node",
     "gpu_id": "GPU",
+    "gpu": "GPU",
     "gpu_model": "GPU model",
+    "modelName": "GPU model",
     "namespace": "Namespace",
     "pod": "Pod",
-    "max_util_pct": "Peak utilization (%)",
-    "mean_util_pct": "Mean utilization (%)",
-    "gpu_units": "GPU units",
-    "memory_used_pct": "Memory used (%)",
+    "job": "Job",
+    "instance": "Instance",
+    "state": "State",
+    "value": "Value",
+    "active_since_ts": "Active since",
+    "peak_util_ratio": "Peak utilization (%)",
+    "mean_util_ratio": "Mean utilization (%)",
+    "fb_used_ratio": "Memory used (%)",
     "temp_c": "Temperature (°C)",
     "xid": "XID code",
-    "last_sample_ts": "Last sample",
+    "silent_gpu_units": "GPU units gone silent",
 }
+#: Columns holding a ratio, shown in percent.
+_RATIOS = frozenset({"peak_util_ratio", "mean_util_ratio", "fb_used_ratio"})
+#: The condition of each alert the store evaluates, in words, from its definition.
+_CONDITIONS: dict[str, Callable[[AlertDefinition], str]] = {
+    "GPUAllocatedIdle": lambda d: (
+        f"held by a pod, no sample at or above {fmt.ratio_pct(d.threshold, 0)} "
+        f"in the last {span_text(d.timing.window_s)}"
+    ),
+    "GPUNamespaceLowEfficiency": lambda d: (
+        f"the namespace's held GPUs average below {fmt.ratio_pct(d.threshold, 0)} "
+        f"over {span_text(d.timing.window_s)}"
+    ),
+    "GPUMemoryNearFull": lambda d: f"framebuffer used ≥ {fmt.ratio_pct(d.threshold, 0)}",
+    "GPUHighTemperature": lambda d: f"temperature ≥ {d.threshold:g} °C",
+    "GPUXidError": lambda d: f"a non-zero XID code in the last {span_text(d.timing.window_s)}",
+    "GPUExporterDown": lambda d: (
+        f"a node with samples in the last {span_text(d.timing.window_s)} has gone silent"
+    ),
+}
+
+
+def condition_text(d: AlertDefinition) -> str:
+    """The alert's condition and its ``for:``, as the page states it."""
+    words = _CONDITIONS.get(d.name)
+    text = words(d) if words else f"{d.severity}: see the rule"
+    return f"{text}, for {d.timing.for_}" if d.timing.for_ else text
 
 
 def rule_files(settings: Settings) -> dict[str, str]:
@@ -94,33 +133,61 @@ for _button, _target, _handler in (
 
 
 def _cell(name: str, value: Any) -> str:
-    if name == "last_sample_ts":
+    if name == "active_since_ts":
         return fmt.when(value)
+    if name in _RATIOS:
+        return fmt.ratio_pct(value, 1)
     if isinstance(value, float):
         return fmt.number(value, 1)
     return fmt.text(value)
 
 
-def subjects_table(condition: Condition) -> Any:
-    frame: pd.DataFrame = condition.subjects.head(MAX_SUBJECTS)
-    columns = [(_HEADINGS.get(n, n), lambda r, n=n: _cell(n, r[n])) for n in frame.columns]
-    return html_table(f"alerts-{condition.alert}", columns, frame.astype(object).to_dict("records"))
+def subjects_table(name: str, frame: pd.DataFrame) -> Any:
+    shown = frame.head(MAX_SUBJECTS)
+    shown = shown[[n for n in shown.columns if n not in ("pod_id", "alert")]]
+    columns = [(_HEADINGS.get(n, n), lambda r, n=n: _cell(n, r[n])) for n in shown.columns]
+    return html_table(f"alerts-{name}", columns, shown.astype(object).to_dict("records"))
 
 
-def conditions_section(conditions: list[Condition]) -> list[Any]:
-    cards = [
-        card(cond.alert, fmt.number(len(cond.subjects)), cond.condition, f"cond-{cond.alert}")
-        for cond in conditions
-    ]
-    details = [
-        html.Details(
-            [html.Summary(f"{cond.alert}: {len(cond.subjects)} met"), subjects_table(cond)],
-            className="gw-details",
-            open=len(cond.subjects) > 0,
-        )
-        for cond in conditions
-    ]
-    return [html.Div(cards, className="gw-cards", id="alerts-conditions"), *details]
+def _alert_block(d: AlertDefinition, subjects: pd.DataFrame, note: str) -> tuple[Any, Any]:
+    firing = int(subjects["state"].eq("firing").sum())
+    pending = len(subjects) - firing
+    counts = f"{firing} firing, {pending} pending"
+    details = html.Details(
+        [html.Summary(f"{d.name}: {counts}"), subjects_table(d.name, subjects)],
+        className="gw-details",
+        open=len(subjects) > 0,
+    )
+    headline = card(d.name, fmt.number(firing), f"{note} ({pending} pending)", f"cond-{d.name}")
+    return headline, details
+
+
+def _blocks(blocks: list[tuple[Any, Any]]) -> list[Any]:
+    cards = [c for c, _ in blocks]
+    return [html.Div(cards, className="gw-cards", id="alerts-conditions"), *[d for _, d in blocks]]
+
+
+def stored_section(evaluations: tuple[Evaluation, ...] | list[Evaluation]) -> list[Any]:
+    return _blocks(
+        [_alert_block(e.definition, e.subjects, condition_text(e.definition)) for e in evaluations]
+    )
+
+
+def live_section(live: LiveAlerts, definitions: tuple[AlertDefinition, ...]) -> list[Any]:
+    blocks = []
+    for d in definitions:
+        if d.name not in live.loaded:
+            continue
+        subjects = live.alerts[live.alerts["alert"].eq(d.name)]
+        shown = [n for n in subjects.columns if n in ("state", "value") or subjects[n].ne("").any()]
+        blocks.append(_alert_block(d, subjects[shown], condition_text(d)))
+    return _blocks(blocks)
+
+
+def states_section(states: AlertStates) -> list[Any]:
+    if states.live is not None:
+        return live_section(states.live, states.definitions)
+    return stored_section(states.stored)
 
 
 def body(data: DashboardData, snap: Snapshot) -> list[Any]:
@@ -150,17 +217,19 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
         ],
         className="gw-actions",
     )
-    note = (
-        f"At the last stored sample ({fmt.when(snap.marker.last_ts)}), from the samples of "
-        "the last 6 hours; Prometheus evaluates the same conditions live, with their `for:` "
-        "durations."
-    )
-    if snap.empty:
+    states = alert_states(data, snap, time.time())
+    note = states.note
+    if states.live is None:
+        note += (
+            f" At the last stored sample ({fmt.when(snap.marker.last_ts)}), with the rules' "
+            "windows and for: durations."
+        )
+    if states.live is None and snap.empty:
         met: list[Any] = [empty_state(PAGE, "No GPU samples stored yet", NO_DATA_HINT)]
     else:
-        met = conditions_section(alert_conditions(data, snap))
+        met = states_section(states)
     return [
-        section("Conditions met in the stored data", *met, note=note),
+        section("Alerts now", *met, note=note),
         section(
             f"Rendered rules ({len(rows)} alerts)",
             actions,
@@ -178,8 +247,8 @@ def layout(**query: Any) -> html.Div:
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
-    if not snap.empty:
-        alert_conditions(data, snap)
+    if not snap.empty and not data.settings.prometheus.url_is_set:
+        stored_alerts(data, snap)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

@@ -17,9 +17,9 @@ from gpuwatch.app.components import card, empty_state, html_table, section, shel
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
-from gpuwatch.app.rollup import HOUR_S
 from gpuwatch.app.views_gpu import unit_label
 from gpuwatch.app.views_store import gpu_history
+from gpuwatch.domain.durations import HOUR_S
 
 PAGE, PATH, TITLE = "gpu", "/gpu", "GPU"
 

@@ -1,0 +1,174 @@
+"""Every alert's threshold, window and ``for:``, defined once (docs/alerts.md).
+
+The rule renderer writes its PromQL from these definitions (:mod:`gpuwatch.alerts.rules`,
+:mod:`gpuwatch.alerts.extras`, :mod:`gpuwatch.alerts.recording`), and the dashboard evaluates
+the same definitions over the stored samples (:mod:`gpuwatch.alerts.evaluate`) when it does not
+ask Prometheus. Windows and ``for:`` are fixed here; thresholds come from the configuration
+(:class:`~gpuwatch.alerts.params.RuleParams`), whose defaults are in
+:mod:`gpuwatch.domain.thresholds`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import Literal
+
+from gpuwatch.alerts.params import RuleParams
+from gpuwatch.domain.durations import HOUR_S, MINUTE_S, format_duration
+
+Severity = Literal["critical", "warning", "info"]
+
+#: How far back an instant selector finds a series' latest sample (Prometheus' default).
+LOOKBACK_S = 5 * MINUTE_S
+#: Seconds between rule evaluations (Prometheus' default ``evaluation_interval``).
+EVALUATION_INTERVAL_S = MINUTE_S
+
+
+@dataclass(frozen=True)
+class Timing:
+    """When a condition is read and how long it must hold.
+
+    ``window_s``: the range the condition reads (``max_over_time(x[window])``; 0: the latest
+    sample). ``for_s``: how long the condition must hold at every evaluation before the alert
+    fires (``for:``). ``history_s``: the subject must already have had data this long ago (a
+    sample in ``[t - window, t - history]``), so a short history never looks like a whole window.
+    """
+
+    window_s: int = 0
+    for_s: int = 0
+    history_s: int = 0
+
+    @property
+    def window(self) -> str:
+        """The window as a PromQL duration, ``30m``."""
+        return duration(self.window_s)
+
+    @property
+    def for_(self) -> str:
+        """The ``for:`` duration, empty when the alert fires at once."""
+        return duration(self.for_s) if self.for_s else ""
+
+    @property
+    def history_range(self) -> str:
+        """``[window - history] offset history``: the range that must hold a sample."""
+        return f"[{duration(self.window_s - self.history_s)}] offset {duration(self.history_s)}"
+
+
+def duration(seconds: int) -> str:
+    """Seconds as a PromQL duration (``90`` → ``1m30s``)."""
+    return format_duration(timedelta(seconds=seconds))
+
+
+def span_text(seconds: int) -> str:
+    """A span as descriptions say it: ``hour``, ``30 minutes``, ``6 hours``."""
+    for size, unit in ((HOUR_S, "hour"), (MINUTE_S, "minute")):
+        if seconds % size == 0:
+            count = seconds // size
+            return unit if count == 1 else f"{count} {unit}s"
+    return f"{seconds} seconds"
+
+
+# The fixed part of each definition: windows and for: (contract section 6 gives the bounds).
+ALLOCATED_IDLE = Timing(window_s=30 * MINUTE_S, for_s=20 * MINUTE_S)
+NAMESPACE_LOW_EFFICIENCY = Timing(window_s=6 * HOUR_S, for_s=30 * MINUTE_S, history_s=5 * HOUR_S)
+MEMORY_NEAR_FULL = Timing(for_s=5 * MINUTE_S)
+HIGH_TEMPERATURE = Timing(for_s=5 * MINUTE_S)
+XID_ERROR = Timing(window_s=HOUR_S)
+EXPORTER_DOWN = Timing(window_s=HOUR_S, for_s=5 * MINUTE_S)
+NAMESPACE_IDLE_COST = Timing(window_s=HOUR_S, for_s=15 * MINUTE_S)
+UNALLOCATED_WHILE_PENDING = Timing(for_s=15 * MINUTE_S)
+MIG_INSTANCE_IDLE = Timing(
+    window_s=6 * HOUR_S, for_s=15 * MINUTE_S, history_s=5 * HOUR_S + 30 * MINUTE_S
+)
+ROW_REMAP_FAILURE = Timing()
+UNCORRECTABLE_REMAPPED_ROWS = Timing(window_s=HOUR_S)
+PCIE_REPLAYS_RISING = Timing(window_s=10 * MINUTE_S, for_s=30 * MINUTE_S)
+
+
+@dataclass(frozen=True)
+class AlertDefinition:
+    """One alert: name, severity, threshold (in the unit its condition compares) and timing."""
+
+    name: str
+    severity: Severity
+    threshold: float
+    timing: Timing
+
+    @property
+    def anchor(self) -> str:
+        """The runbook section anchor (GitHub's heading slug)."""
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class AlertTable:
+    """Every alert gpuwatch renders, with the configured thresholds; names are fixed (contract)."""
+
+    #: Held by a pod, and no sample of the GPU reached the idle ratio in the window.
+    allocated_idle: AlertDefinition
+    #: The namespace's allocated GPUs' mean utilization ratio over the window is below this.
+    namespace_low_efficiency: AlertDefinition
+    #: Framebuffer used ÷ total at or above this ratio.
+    memory_near_full: AlertDefinition
+    #: Temperature (°C) at or above this.
+    high_temperature: AlertDefinition
+    #: Highest XID code in the window above this (0: any error).
+    xid_error: AlertDefinition
+    #: GPUs seen in the window that the target no longer exports: more than this.
+    exporter_down: AlertDefinition
+    #: $ per hour on idle GPUs, averaged over the window, above this.
+    namespace_idle_cost: AlertDefinition
+    unallocated_while_pending: AlertDefinition
+    #: Peak utilization ratio of a held MIG instance over the window below this.
+    mig_instance_idle: AlertDefinition
+    row_remap_failure: AlertDefinition
+    uncorrectable_remapped_rows: AlertDefinition
+    pcie_replays_rising: AlertDefinition
+
+    def all(self) -> tuple[AlertDefinition, ...]:
+        """Every definition, in the rule file's order."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def by_name(self, name: str) -> AlertDefinition:
+        found = {d.name: d for d in self.all()}
+        return found[name]
+
+
+def alert_table(params: RuleParams) -> AlertTable:
+    """The definitions with the thresholds of ``params``."""
+    return AlertTable(
+        allocated_idle=AlertDefinition(
+            "GPUAllocatedIdle", "warning", params.idle_ratio, ALLOCATED_IDLE
+        ),
+        namespace_low_efficiency=AlertDefinition(
+            "GPUNamespaceLowEfficiency",
+            "info",
+            params.low_efficiency_ratio,
+            NAMESPACE_LOW_EFFICIENCY,
+        ),
+        memory_near_full=AlertDefinition(
+            "GPUMemoryNearFull", "warning", params.memory_full_ratio, MEMORY_NEAR_FULL
+        ),
+        high_temperature=AlertDefinition(
+            "GPUHighTemperature", "warning", params.temperature_c, HIGH_TEMPERATURE
+        ),
+        xid_error=AlertDefinition("GPUXidError", "warning", 0, XID_ERROR),
+        exporter_down=AlertDefinition("GPUExporterDown", "warning", 0, EXPORTER_DOWN),
+        namespace_idle_cost=AlertDefinition(
+            "GPUNamespaceIdleCost", "warning", params.idle_cost_usd_per_hour, NAMESPACE_IDLE_COST
+        ),
+        unallocated_while_pending=AlertDefinition(
+            "GPUUnallocatedWhilePodsPending", "warning", 0, UNALLOCATED_WHILE_PENDING
+        ),
+        mig_instance_idle=AlertDefinition(
+            "GPUMIGInstanceAllocatedIdle", "info", params.idle_ratio, MIG_INSTANCE_IDLE
+        ),
+        row_remap_failure=AlertDefinition("GPURowRemapFailure", "critical", 0, ROW_REMAP_FAILURE),
+        uncorrectable_remapped_rows=AlertDefinition(
+            "GPUUncorrectableRemappedRows", "warning", 0, UNCORRECTABLE_REMAPPED_ROWS
+        ),
+        pcie_replays_rising=AlertDefinition(
+            "GPUPCIeReplaysRising", "warning", 0, PCIE_REPLAYS_RISING
+        ),
+    )
