@@ -400,3 +400,16 @@ def test_policy_mirrors_the_configuration_defaults() -> None:
     assert AnalyticsPolicy.from_mappings(thresholds, recommendations) == AnalyticsPolicy()
     custom = AnalyticsPolicy.from_mappings({"idle_util_pct": 10, "temperature_c": 80}, {})
     assert custom.idle_threshold_ratio == pytest.approx(0.1)
+
+
+def test_a_week_of_data_ending_now_is_high_confidence() -> None:
+    # `recommend --start 7d` at 00:30 reads from 00:30 a week earlier; the collector's last
+    # sample is from 00:10, so the samples cover 167.83 h. The workload has a sample in
+    # every clock hour from 00:00 on day 0 to 00:00 on day 7: 169 hours observed ≥ 168.
+    start, end = T0 + 1800, T0 + 7 * 86400 + 1800
+    rows = workload([[0.9]] * 1007, kind="Job")
+    rows["ts"] = start + 600 * pd.Series(range(1007))
+    rows["step_s"] = 600
+    rec = only(recommend(rows, None, BOOK, POLICY, start, end), "use_spot").iloc[0]
+    assert rec["evidence"]["hours_observed"] == 169
+    assert rec["confidence"] == "high"

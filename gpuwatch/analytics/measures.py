@@ -16,7 +16,6 @@ import pandas as pd
 
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.domain import series, sketch
-from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.series import Histograms
 
 #: Quantiles of the hourly summed utilization (autoscaling range and swing test).
@@ -210,7 +209,8 @@ def _load_measures(loads: LoadDetail, n: int, policy: AnalyticsPolicy) -> dict[s
     ok = ~np.isnan(hourly)
     q = policy.util_quantile
     return {
-        "observed_hours": np.bincount(loads.wid, loads.data_s, n) / HOUR_S,
+        # clock hours with at least one of its samples (one workload-hour row each)
+        "observed_hours": np.bincount(loads.wid, minlength=n).astype(np.float64),
         "gpus_requested": held_max,
         "held_p95": _quantile(loads.held, loads.wid, n, q),
         "util_sum_p95": sketch.util_value(_quantile(loads.util_sum, loads.wid, n, q)),
