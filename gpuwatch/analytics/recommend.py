@@ -34,7 +34,8 @@ def confidence(w: WorkloadMeasures, policy: AnalyticsPolicy) -> str:
     return "low"
 
 
-def _quantile_key(q: float) -> str:
+def quantile_key(q: float) -> str:
+    """The prefix of an evidence key for quantile ``q``: ``p95`` for 0.95."""
     return f"p{q * 100:g}"
 
 
@@ -50,12 +51,12 @@ def base_evidence(
         "hours_observed": num(w.observed_hours),
         "gpu_hours_observed": num(w.allocated_gpu_hours),
         "idle_gpu_hours": num(w.idle_gpu_hours),
-        f"{_quantile_key(policy.util_quantile)}_util_pct": num(100 * w.p_util),
-        f"{_quantile_key(policy.memory_quantile)}_memory_mib": num(w.p_memory_mib),
+        f"{quantile_key(policy.util_quantile)}_util_pct": num(100 * w.p_util),
+        f"{quantile_key(policy.memory_quantile)}_memory_mib": num(w.p_memory_mib),
         "gpu_memory_mib": num(w.gpu_memory_mib),
         "gpus_per_pod": int(w.pod_gpus),
         "gpus_requested": int(w.gpus_requested),
-        f"busy_gpus_{_quantile_key(policy.busy_quantile)}": int(w.busy_k),
+        f"busy_gpus_{quantile_key(policy.busy_quantile)}": int(w.busy_k),
         "pods": int(w.pods),
         "cost_usd": num(w.allocated_cost_usd),
         "data_hours": num(data_hours),

@@ -116,14 +116,3 @@ def duration(seconds: object) -> str:
 def text(value: object) -> str:
     """Any value as plain text for a table cell."""
     return "" if _missing(value) or value is None else str(value)
-
-
-def evidence(values: object) -> str:
-    """A recommendation's evidence as one line: ``hours observed 168; p95 util pct 3.2; …``."""
-    if not isinstance(values, dict):
-        return text(values)
-    parts = []
-    for key, value in values.items():
-        shown = f"{value:,.4g}" if isinstance(value, float) else text(value)
-        parts.append(f"{str(key).replace('_', ' ')} {shown}")
-    return "; ".join(parts)

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.explain import WorkloadDistributions
+from gpuwatch.analytics.explain import workload_distributions as distributions
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.rollup import gap_runs, measures
 from gpuwatch.app.views import (
@@ -24,6 +26,7 @@ from gpuwatch.app.views import (
 )
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import NO_POD
+from gpuwatch.store.repository_detail import load_pod_detail
 
 MAX_COLUMNS = 300
 #: At most this many heatmap cells (units × columns): a big fleet gets wider columns.
@@ -187,8 +190,9 @@ class WorkloadKey:
 def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
     """The workload's hourly rows in the window with their sums (other filters do not apply).
 
-    Columns: ``bucket_ts`` (the hour), ``gpu_id``, ``fb_used_mib_max`` (the hour's peak) and
-    the cost model's sums (:data:`~gpuwatch.app.rollup.COST_SUMS`).
+    Columns: ``bucket_ts`` (the hour), ``gpu_id``, ``pod_id``, ``gpu_model``,
+    ``fb_used_mib_max`` (the hour's peak), ``fb_total_mib`` (the unit's memory) and the cost
+    model's sums (:data:`~gpuwatch.app.rollup.COST_SUMS`).
     """
 
     def compute() -> pd.DataFrame:
@@ -199,7 +203,10 @@ def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
             {
                 "bucket_ts": rows["ts"].to_numpy(dtype="int64"),
                 "gpu_id": rows["gpu_id"].to_numpy(dtype="int64"),
+                "pod_id": rows["pod_id"].to_numpy(dtype="int64"),
+                "gpu_model": rows["gpu_model"].astype(object).to_numpy(),
                 "fb_used_mib_max": rows["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan),
+                "fb_total_mib": rows["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan),
             }
         )
         for name, column in values.items():
@@ -221,6 +228,46 @@ def workload_series(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFram
     labels = _scoped_units(snap, Filters(window=f.window), None).set_index("gpu_id")
     out["unit"] = out["gpu_id"].map(labels["node"].astype(str) + " · " + labels["unit"])
     return out
+
+
+def workload_hourly(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+    """Per hour and GPU model: GPUs the workload held (allocated GPU-hours in the hour) and
+    kept busy (used GPU-hours in the hour), as ``bucket_ts, gpu_model, held_gpus, busy_gpus``."""
+    rows = workload_rows(snap, f, key)
+    g = rows.groupby(["bucket_ts", "gpu_model"], dropna=False, sort=True)
+    out = g[[c.ALLOCATED_GPU_HOURS, c.USED_GPU_HOURS]].sum().reset_index()
+    names = {c.ALLOCATED_GPU_HOURS: "held_gpus", c.USED_GPU_HOURS: "busy_gpus"}
+    return out.rename(columns=names)
+
+
+def workload_gpu_memory_mib(snap: Snapshot, f: Filters, key: WorkloadKey) -> float:
+    """The memory of the GPUs (or MIG instances) the workload held, MiB: the median of the
+    units' reported totals over its hourly rows, else of their inventory totals."""
+    rows = workload_rows(snap, f, key)
+    totals = rows["fb_total_mib"]
+    if totals.isna().all():
+        inventory = snap.units.drop_duplicates("gpu_id").set_index("gpu_id")["memory_total_mib"]
+        totals = rows["gpu_id"].map(inventory).astype("float64")
+    return float(totals.median()) if totals.notna().any() else float("nan")
+
+
+def workload_distributions(
+    snap: Snapshot, f: Filters, key: WorkloadKey
+) -> WorkloadDistributions | None:
+    """The utilization and memory distributions of the workload's samples in the window, from
+    its pods' stored detail; ``None`` without a store or GPU hours to read."""
+
+    def compute() -> WorkloadDistributions | None:
+        rows = workload_rows(snap, f, key)
+        if snap.engine is None or rows.empty:
+            return None
+        hours = rows["bucket_ts"].to_numpy(dtype="int64")
+        pods = rows["pod_id"].to_numpy(dtype="int64")
+        detail = load_pod_detail(snap.engine, hours.tolist(), pods.tolist())
+        policy = snap.policy
+        return distributions(detail, pods, policy.util_quantile, policy.memory_quantile)
+
+    return snap.memo(("workload_distributions", f.window, key), compute)
 
 
 def workload_gpus(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from gpuwatch.app.components import (
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.evidence import rest_text
 from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import best_savings, data_hours, options, recommendations
@@ -53,7 +54,7 @@ def records(recs: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
     rows = []
     for rec in records_of(recs):
         row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n != "evidence"}
-        row["evidence"] = fmt.evidence(rec["evidence"])
+        row["evidence"] = rest_text(rec["evidence"], ())
         row["est_monthly_savings_usd"] = round(float(rec["est_monthly_savings_usd"]), 2)
         row["id"] = workload_href(f, rec)
         rows.append(row)
