@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -38,6 +39,7 @@ ENV_PREFIX = "GPUWATCH_"
 #: ``GPUWATCH_<SECTION>__<KEY>`` form (for example ``GPUWATCH_THRESHOLDS__IDLE_UTIL_PCT``).
 ENV_SHORTHANDS: dict[str, tuple[str, ...]] = {
     "GPUWATCH_CLUSTER": ("cluster",),
+    "GPUWATCH_CLUSTER_PROVIDER": ("cluster_provider",),
     "GPUWATCH_DATABASE_URL": ("database_url",),
     "GPUWATCH_PROMETHEUS_URL": ("prometheus", "url"),
     "GPUWATCH_PROMETHEUS_STEP": ("prometheus", "step"),
@@ -193,8 +195,17 @@ class AlertSettings(_Section):
 class RecommendationPolicy(_Section):
     """Triggers of contract section 5 (see docs/recommendations)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "min_observed_gpu_hours" in data:
+            raise ValueError(
+                "min_observed_gpu_hours was replaced by reclaim_min_observed_hours "
+                "(hours observed before reclaim_idle fires, default 4)"
+            )
+        return data
+
     reclaim_idle_fraction: float = Field(default=defaults.RECLAIM_IDLE_FRACTION, gt=0, le=1)
-    min_observed_gpu_hours: float = Field(default=defaults.MIN_OBSERVED_GPU_HOURS, ge=0)
     share_max_util_pct: float = Field(default=defaults.SHARE_MAX_UTIL_PCT, ge=0, le=100)
     max_share_replicas: int = Field(default=defaults.MAX_SHARE_REPLICAS, ge=2, le=64)
     cheaper_max_util_pct: float = Field(default=defaults.CHEAPER_MAX_UTIL_PCT, ge=0, le=100)

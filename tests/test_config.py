@@ -180,3 +180,13 @@ def test_every_setting_is_documented() -> None:
     assert missing == []
     stale = [key for key in documented if "." in key and key not in _keys(Settings)]
     assert stale == []
+
+
+def test_a_replaced_key_says_what_replaced_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, "recommendations:\n  min_observed_gpu_hours: 24\n")
+    with pytest.raises(ConfigError, match=r"replaced by reclaim_min_observed_hours"):
+        load_settings(path, environ={})
+
+
+def test_the_cluster_provider_has_a_short_environment_variable() -> None:
+    assert load_settings(environ={"GPUWATCH_CLUSTER_PROVIDER": "gcp"}).cluster_provider == "gcp"

@@ -21,7 +21,6 @@ class AnalyticsPolicy:
     low_efficiency_pct: float = defaults.LOW_EFFICIENCY_PCT
     memory_full_pct: float = defaults.MEMORY_FULL_PCT
     reclaim_idle_fraction: float = defaults.RECLAIM_IDLE_FRACTION
-    min_observed_gpu_hours: float = defaults.MIN_OBSERVED_GPU_HOURS
     share_max_util_pct: float = defaults.SHARE_MAX_UTIL_PCT
     cheaper_max_util_pct: float = defaults.CHEAPER_MAX_UTIL_PCT
     memory_headroom: float = defaults.MEMORY_HEADROOM
