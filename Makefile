@@ -35,6 +35,9 @@ deb:
 
 system-deps:
 	@$(MAKE) --no-print-directory deb PKGS="$(DEB_TEST_PACKAGES)"
+	@# kubectl builds the kustomization in the tests: Debian's kubernetes-client, unless a
+	@# kubectl is already installed (another package may own /usr/bin/kubectl).
+	@command -v kubectl >/dev/null || $(MAKE) --no-print-directory deb PKGS=kubernetes-client
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
