@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,40 @@ def test_verbose_adds_a_traceback(tmp_path: Path) -> None:
     assert (
         result.stderr.strip().splitlines()[-1].startswith("gpuwatch: configuration error: cluster")
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("mysql://gw:S3cret@db/gpuwatch", "unsupported database 'mysql'"),
+        ("sqlite:///{file}/x.db", "is not a folder, so it cannot hold the SQLite file"),
+        (
+            "sqlite:///{tmp}/typo/deep/x.db",
+            "for the SQLite file does not exist (gpuwatch creates none)",
+        ),
+        (
+            "postgresql+asyncpg://gw@h/db",
+            "driver 'postgresql+asyncpg' is not the one gpuwatch uses",
+        ),
+    ],
+)
+def test_a_bad_database_url_is_one_line_exit_2_everywhere(
+    tmp_path: Path, url: str, says: str
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    url = url.format(file=afile, tmp=tmp_path)
+    env = {"PATH": os.environ.get("PATH", ""), "GPUWATCH_DATABASE_URL": url}
+    check = run("config", "check", env=env, cwd=tmp_path)
+    assert check.returncode == 2
+    assert check.stderr.startswith(
+        "gpuwatch: configuration error: database_url in environment variable "
+        "GPUWATCH_DATABASE_URL: "
+    )
+    upgrade = run("db", "upgrade", env=env, cwd=tmp_path)
+    assert upgrade.returncode == 2
+    for result in (check, upgrade):
+        assert says in result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert "S3cret" not in result.stderr
+    assert not (tmp_path / "typo").exists()  # no folder created

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from gpuwatch.cli.context import AppContext, pass_app
-from gpuwatch.config import resolve_config_path, settings_as_yaml
+from gpuwatch.config import ConfigError, resolve_config_path, settings_as_yaml
+from gpuwatch.store.engine import database_url_problem
 
 
 @click.group()
@@ -21,6 +22,14 @@ def config_check(app: AppContext) -> None:
 
     settings = app.settings
     path = resolve_config_path(app.config_file, dict(os.environ))
+    problem = database_url_problem(settings.database_url_value)
+    if problem is not None:
+        source = (
+            "environment variable GPUWATCH_DATABASE_URL"
+            if os.environ.get("GPUWATCH_DATABASE_URL")
+            else f"config file {path or '(defaults)'}"
+        )
+        raise ConfigError(f"database_url in {source}: {problem}")
     click.echo(f"configuration OK ({path or 'defaults'}; cluster {settings.cluster})")
 
 

@@ -15,7 +15,7 @@ import click
 from gpuwatch import __version__
 from gpuwatch.cli.context import AppContext, RuntimeFailure
 from gpuwatch.config import ConfigError
-from gpuwatch.store.engine import StoreError
+from gpuwatch.store.engine import DatabaseUrlError, StoreError
 
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
@@ -30,6 +30,8 @@ class GpuwatchGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except ConfigError as exc:
+            _fail(ctx, f"configuration error: {exc}", EXIT_USAGE)
+        except DatabaseUrlError as exc:
             _fail(ctx, f"configuration error: {exc}", EXIT_USAGE)
         except (StoreError, RuntimeFailure) as exc:
             _fail(ctx, str(exc), EXIT_RUNTIME)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 from importlib.resources import files
 from pathlib import Path
@@ -14,7 +15,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
-from sqlalchemy.exc import NoSuchModuleError as _NoSuchModuleError
 
 UPGRADE_HINT = "run `gpuwatch db upgrade`"
 
@@ -40,28 +40,54 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; a SQLite file's folder is created, WAL and foreign keys turned on."""
+class DatabaseUrlError(StoreError):
+    """``database_url`` cannot work: a configuration error (exit 2)."""
+
+
+_URL_FORMS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+
+
+def _sqlite_problem(database: str) -> str | None:
+    if not database or database == ":memory:":
+        return None
+    folder = Path(database).expanduser().parent
+    if not folder.exists():
+        return f"the folder {folder} for the SQLite file does not exist (gpuwatch creates none)"
+    if not folder.is_dir():
+        return f"{folder} is not a folder, so it cannot hold the SQLite file"
+    return None
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot work, in words that never show its password; None when it can."""
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise StoreError(
-            "database_url is not a database URL: use sqlite:///PATH or "
-            "postgresql+psycopg://USER@HOST/DB"
-        ) from None
+        return f"not a database URL: use {_URL_FORMS}"
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_problem(parsed.database or "")
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            return f"driver {parsed.drivername!r} is not the one gpuwatch uses: use {_URL_FORMS}"
+        if importlib.util.find_spec("psycopg") is None:
+            return "the psycopg driver is not installed: pip install 'psycopg[binary]'"
+        return None
+    return f"unsupported database {parsed.drivername!r}: gpuwatch stores in {_URL_FORMS}"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` (WAL and foreign keys on SQLite); raises
+    :class:`DatabaseUrlError` for a URL that cannot work (:func:`database_url_problem`)."""
+    problem = database_url_problem(url)
+    if problem is not None:
+        raise DatabaseUrlError(f"database_url: {problem}")
+    parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    try:
-        return create_engine(parsed, pool_pre_ping=True)
-    except _NoSuchModuleError:
-        raise StoreError(
-            f"unsupported database driver {parsed.drivername!r}: use sqlite or postgresql+psycopg"
-        ) from None
+    return create_engine(parsed, pool_pre_ping=True)
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
@@ -86,7 +112,7 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
-        raise StoreError(f"cannot open the database: {exc.orig}") from None
+        raise StoreError(f"cannot open the database: {' '.join(str(exc.orig).split())}") from None
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
