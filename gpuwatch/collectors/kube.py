@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import urllib3
 import yaml
@@ -23,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
+from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 
 if TYPE_CHECKING:
     from gpuwatch.config import Settings
@@ -234,17 +234,23 @@ class KubeSource:
                 return items
 
     def _page(self, resource: str, method: Callable[..., Any], token: str | None) -> dict[str, Any]:
-        attempts = self.retries + 1
-        failure = _Failure("", unreachable=False)
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
-            try:
-                raw = self._fetch(resource, method, token)
-            except _Failure as exc:
-                failure = exc
-                continue
-            return self._decode(resource, raw)
+        policy = RetryPolicy(self.retries, self.base_delay_s, self.max_delay_s)
+        try:
+            raw = policy.call(
+                f"listing {resource} from the Kubernetes API",
+                lambda: self._fetch(resource, method, token),
+                lambda _exc: True,
+                (_Failure,),
+            )
+        except RetriesExhausted as done:
+            self._give_up(resource, done)
+        return self._decode(resource, raw)
+
+    def _give_up(self, resource: str, done: RetriesExhausted) -> NoReturn:
+        failure = done.failure
+        if not isinstance(failure, _Failure):  # only _Failure is retried: never the case
+            failure = _Failure(str(failure), unreachable=False)
+        attempts = done.attempts
         if failure.unreachable:
             raise KubeError(
                 f"Kubernetes API at {self._host} unreachable after {attempts} attempts: "

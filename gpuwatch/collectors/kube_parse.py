@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from kubernetes.utils import parse_quantity as k8s_quantity
+
 from gpuwatch.domain.providers import provider_from_node
 
 JsonObject = Mapping[str, Any]
@@ -47,31 +49,22 @@ _KEPT_LABEL_PREFIXES = ("nvidia.com/", "node.kubernetes.io/", "topology.kubernet
 _DROPPED_LABELS = frozenset({"nvidia.com/gfd.timestamp"})  # changes on every GFD run
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<exponent>[eE][+-]?\d{1,2})|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?$"
-)
-_SUFFIXES: dict[str, Decimal] = {
-    "m": Decimal("0.001"),
-    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate("kMGTPE")},
-    **{f"{s}i": Decimal(1024) ** (i + 1) for i, s in enumerate("KMGTPE")},
-}
 _MIG_PRODUCT = re.compile(r"^(?P<model>.+)-MIG-(?P<g>\d+)g\.\d+gb$", re.IGNORECASE)
 _SHARED_SUFFIX = "-SHARED"
 
 
 def parse_quantity(value: object) -> int:
-    """A GPU count from a Kubernetes quantity (``2``, ``"2"``, ``"1k"``, ``"2e0"``).
+    """A GPU count from a Kubernetes quantity (``2``, ``"2"``, ``"1k"``, ``"2e0"``), read by
+    the client's own parser (``kubernetes.utils.parse_quantity``).
 
     GPUs are whole, non-negative numbers: anything else raises ValueError naming the value.
     """
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"invalid GPU quantity {value!r}: expected a whole number like '2'")
-    match = _QUANTITY.match(str(value).strip())
-    if match is None:
-        raise ValueError(f"invalid GPU quantity {value!r}: not a Kubernetes quantity")
-    number = Decimal(match["number"] + (match["exponent"] or ""))  # the pattern admits decimals
-    number *= _SUFFIXES.get(match["suffix"] or "", Decimal(1))
+    try:
+        number = Decimal(k8s_quantity(str(value).strip()))
+    except (ValueError, ArithmeticError):
+        raise ValueError(f"invalid GPU quantity {value!r}: not a Kubernetes quantity") from None
     if number < 0 or number != number.to_integral_value():
         raise ValueError(
             f"invalid GPU quantity {value!r}: GPUs come in whole, non-negative numbers"

@@ -26,6 +26,7 @@ from urllib3.util.retry import Retry
 from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -128,20 +129,14 @@ class PrometheusSource:
         self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        attempts = self.retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return call()
-            except _FAILURES as exc:
-                if not _transient(exc) or attempt == attempts:
-                    raise PrometheusError(
-                        f"Prometheus at {self.url} failed {what} after {attempt} "
-                        f"attempt{'s' if attempt > 1 else ''}: {_describe(exc)}"
-                    ) from None
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                log.info("%s to Prometheus failed (%s); retrying in %.1fs", what, exc, delay)
-                self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep)
+        try:
+            return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
+        except RetriesExhausted as done:
+            raise PrometheusError(
+                f"Prometheus at {self.url} failed {what} after {done.attempts} "
+                f"attempt{'s' if done.attempts > 1 else ''}: {_describe(done.failure)}"
+            ) from None
 
     def _get(self, path: str, params: Mapping[str, str]) -> bytes:
         """The body of a 200 answer to ``GET path``; raises on any other status."""
