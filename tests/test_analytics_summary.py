@@ -112,6 +112,15 @@ def test_pending_demand_at_an_instant() -> None:
     assert series[[c.BUCKET_TS, c.PENDING_GPUS]].values.tolist() == [[200, 4], [400, 2]]
 
 
+def test_a_pod_known_from_dcgm_only_is_never_pending() -> None:
+    # DCGM showed it holding a GPU; the API never listed it, so no creation or start time
+    pods = pods_frame([{"pod_id": 1, "pod": "job-x", "gpu_count": 1, "created_ts": None,
+                        "started_ts": None, "phase": None, "dcgm_only": True}])  # fmt: skip
+    assert pending_gpu_demand(pods, 300).empty
+    listed = pods.assign(dcgm_only=False)  # the same row listed by the API, never started
+    assert pending_gpu_demand(listed, 300)[c.PENDING_GPUS].tolist() == [1]
+
+
 def _big(n_units: int, n_steps: int) -> pd.DataFrame:
     rng = np.random.default_rng(11)
     gpu = np.repeat(np.arange(n_units), n_steps)

@@ -80,11 +80,15 @@ def test_signal_sentinels_and_memory_total() -> None:
     a = frame.loc[("GPU-a", -1, T0)]
     assert (a["util_ratio"], a["util_signal"]) == (0.2, "prof_gr_engine_active")
     assert a["fb_total_mib"] == 1000.0, "used + free, reserved missing counts 0"
-    assert frame.loc[("GPU-a", -1, T0 + 60)]["fb_total_mib"] == 1000.0, "the nearest reading"
+    # no reading in its own window: missing (the collector's fallback applies), not a neighbour's
+    assert math.isnan(frame.loc[("GPU-a", -1, T0 + 60)]["fb_total_mib"])
     assert math.isnan(frame.loc[("GPU-b", -1, T0)]["fb_total_mib"]), "never read: missing"
 
 
 def test_capacity_fields_on_their_own_grid_fill_each_row_by_the_window_that_holds_it() -> None:
+    """Each row takes the capacity instant whose window holds it, and only that one: where
+    that window has no reading the row has none either (the collector's fallback applies), so
+    a row's total never depends on which other instants a page holds."""
     minutes = {t: "0.5" for t in range(0, 3600, 60)}
     results = {
         "util_prof": [_series("GPU-a", minutes), _series("GPU-b", minutes)],
@@ -102,11 +106,16 @@ def test_capacity_fields_on_their_own_grid_fill_each_row_by_the_window_that_hold
     frame = samples_from_results(results, LabelVariants(), 60, capacity_step_s=900)
     total = frame.set_index(["uuid", "ts"])["fb_total_mib"]
     assert len(frame) == 120, "capacity readings add no rows"
-    assert total[("GPU-a", T0)] == 1024.0
-    assert total[("GPU-a", T0 + 60)] == total[("GPU-a", T0 + 900)] == 1024.0
-    assert total[("GPU-a", T0 + 960)] == 1024.0, "no reading at T0+1800: the one before"
-    assert total[("GPU-a", T0 + 1860)] == total[("GPU-a", T0 + 3540)] == 1124.0
-    assert set(total.loc["GPU-b"]) == {100.0}, "one reading fills the unit's whole page"
+    # A row takes the last capacity instant at or before it, else the next one: [T0, T0+900)
+    # the one at T0 (10 + 990 + 24), [T0+900, T0+1800) T0+900 (20 + 980 + 24), [T0+1800,
+    # T0+2700) T0+1800 has no reading: the next, T0+2700 (30 + 1070 + 24), as [T0+2700, ...).
+    assert total[("GPU-a", T0)] == total[("GPU-a", T0 + 840)] == 1024.0
+    assert total[("GPU-a", T0 + 900)] == total[("GPU-a", T0 + 1740)] == 1024.0
+    assert total[("GPU-a", T0 + 1800)] == total[("GPU-a", T0 + 3540)] == 1124.0
+    # GPU-b read only at T0+1800: [T0+900, T0+2700) take it, the rest have no reading near.
+    b = total.loc["GPU-b"]
+    assert set(b[(b.index >= T0 + 900) & (b.index < T0 + 2700)]) == {100.0}
+    assert b[(b.index < T0 + 900) | (b.index >= T0 + 2700)].isna().all()
 
 
 def test_mig_instances_shadow_the_whole_gpu() -> None:

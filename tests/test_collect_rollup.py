@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -15,7 +17,7 @@ from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store.engine import make_engine, upgrade
 from tests.support import dcgm_fixture as fx
-from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
+from tests.support.prometheus import PrometheusProcess, Series, prometheus_with_blocks
 
 START, _ = iso_week_bounds("2026-W46")
 END = START + 2 * 86400
@@ -69,3 +71,95 @@ def test_rollups_match_the_samples_after_every_collection(
     raw, hourly = _totals(engine)
     assert raw[0] > first_raw[0] and raw == hourly
     engine.dispose()
+
+
+SAMPLE_ROWS = (
+    "SELECT g.uuid, g.mig_gi_id, g.slot, s.ts, s.step_s, p.namespace, p.name, s.util_ratio, "
+    "s.util_signal, s.fb_used_mib, s.fb_total_mib, s.power_w, s.temp_c, s.xid "
+    "FROM gpu_samples s JOIN gpus g ON g.id = s.gpu_id LEFT JOIN pods p ON p.id = s.pod_id "
+    "ORDER BY g.uuid, g.mig_gi_id, g.slot, s.ts"
+)
+UNIT_ROWS = (
+    "SELECT uuid, mig_gi_id, slot, gpu_index, device, model_name, mig_profile, "
+    "memory_total_mib FROM gpus ORDER BY uuid, mig_gi_id, slot"
+)
+POD_ROWS = (
+    "SELECT namespace, name, uid, gpu_count, workload_kind FROM pods ORDER BY namespace, name"
+)
+
+
+def _stored(engine: Engine) -> tuple[list[tuple[object, ...]], ...]:
+    with engine.connect() as conn:
+        return tuple(
+            [tuple(row) for row in conn.execute(sa.text(sql))]
+            for sql in (SAMPLE_ROWS, UNIT_ROWS, POD_ROWS)
+        )
+
+
+def _collected(url: str, prometheus: PrometheusProcess, pieces: list[tuple[int, int, int]]) -> Any:
+    engine = make_engine(url)
+    upgrade(engine)
+    source = PrometheusSource(prometheus.url, Catalogue(), retries=1, backoff_s=0.01)
+    for start, end, page_s in pieces:
+        collect(engine, "lab", Window(start, end, fx.STEP_S, page_s), source, None,
+                LabelVariants(), now_ts=END)  # fmt: skip
+    stored = _stored(engine)
+    engine.dispose()
+    return stored
+
+
+CHANGE_TS = START + 5 * 3600 + 37 * 60 + 30  # the GPU's free memory drops (off every grid)
+
+
+def _changing_total() -> list[Series]:
+    """One A100 held by a pod, sampled every minute, whose framebuffer total changes once
+    (free memory 80,000 MiB, then 40,000 MiB)."""
+    unit = fx.Unit("gpu-node-z", "GPU-z0000000", 0, "NVIDIA A100-SXM4-80GB",
+                   namespace="ml", pod="train-z-0")  # fmt: skip
+    stamps = list(range(START + 4 * 3600, START + 9 * 3600, 60))
+    labels = fx.labels(unit)
+    free = [80000.0 if t < CHANGE_TS else 40000.0 for t in stamps]
+    return [
+        Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, [(t, 0.5) for t in stamps]),
+        Series("DCGM_FI_DEV_FB_USED", labels, [(t, 1000.0) for t in stamps]),
+        Series("DCGM_FI_DEV_FB_FREE", labels, list(zip(stamps, free, strict=True))),
+    ]
+
+
+@pytest.fixture(scope="module")
+def changing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusProcess]:
+    folder = tmp_path_factory.mktemp("changing-total")
+    with prometheus_with_blocks(_changing_total(), folder) as server:
+        yield server
+
+
+@pytest.mark.parametrize("source", ["fleet", "changing total"])
+def test_stored_rows_do_not_depend_on_page_length_or_collection_order(
+    prometheus: PrometheusProcess, changing: PrometheusProcess, tmp_path: Path, source: str
+) -> None:
+    """The same window collected with pages of 2, 7 and 20 minutes, in one go or in pieces
+    (in any order), stores the same rows, byte for byte; also for a GPU whose framebuffer
+    total changes inside the window."""
+    server = prometheus if source == "fleet" else changing
+    start = START + 5 * 3600 + 7 * 60  # off the 15-minute capacity grid
+    end = start + 2 * 3600
+    mid = start + 53 * 60
+    runs = {
+        "2 min": [(start, end, 120)],
+        "7 min": [(start, end, 420)],
+        "20 min": [(start, end, 1200)],
+        "pieces, later first": [(mid, end, 420), (start, mid, 1200)],
+    }
+    stored = {
+        name: _collected(f"sqlite:///{tmp_path / f'{i}.db'}", server, pieces)
+        for i, (name, pieces) in enumerate(runs.items())
+    }
+    reference = stored["2 min"]
+    units, pods = (17, 7) if source == "fleet" else (1, 1)
+    assert len(reference[0]) > 100 and (len(reference[1]), len(reference[2])) == (units, pods)
+    totals = {row[10] for row in reference[0]}
+    # the fleet's totals are read; the changing GPU's both show (81,000 then 41,000 MiB)
+    assert None not in totals and (source == "fleet" or totals == {81000.0, 41000.0})
+    for name, rows in stored.items():
+        for table, got, want in zip(("samples", "units", "pods"), rows, reference, strict=True):
+            assert got == want, f"{table} differ with {name}"

@@ -11,12 +11,14 @@ _KEYS = ["cluster", "namespace", "workload_kind", "workload", "team", "gpu_resou
 
 
 def _waiting(pods: pd.DataFrame, at_ts: int) -> pd.Series:
-    """Pods that exist at ``at_ts`` and have not started by then."""
+    """Pods that exist at ``at_ts`` and have not started by then (never one known from DCGM
+    only: its series show it holding GPUs, and the API never said when it was created)."""
     created = pods["created_ts"].astype("Float64").fillna(-np.inf)
     started = pods["started_ts"].astype("Float64").fillna(np.inf)
     finished = pods["finished_ts"].astype("Float64").fillna(np.inf)
     waiting = (created <= at_ts) & (started > at_ts) & (finished > at_ts)
-    return waiting.fillna(False).astype(bool) & pods["gpu_count"].gt(0)
+    seen_holding = pods["dcgm_only"].fillna(False).astype(bool) if "dcgm_only" in pods else False
+    return waiting.fillna(False).astype(bool) & pods["gpu_count"].gt(0) & ~seen_holding
 
 
 def pending_gpu_demand(pods: pd.DataFrame, at_ts: int) -> pd.DataFrame:

@@ -134,7 +134,10 @@ def _write_page(
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
     units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
     gpu_ids = writer.write_gpus(conn, cluster_id, units)
-    memory = {gpu_ids[(u["uuid"], u["mig_gi_id"], u["slot"])]: u["memory_total_mib"] for u in units}
+    # Samples without a framebuffer reading of their own get the nominal size, never a total
+    # another sample of the page read: what is stored must not depend on the page.
+    nominal = rows.nominal_memory(units, conn, cluster_id)
+    memory = {gpu_ids[key]: value for key, value in nominal.items()}
     pod_map = rows.pod_ids(conn, cluster_id, frame, pairs, snap)
     samples = writer.unique_samples(rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory))
     # Hours first written by this page are rolled up from the page itself, in memory.

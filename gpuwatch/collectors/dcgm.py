@@ -294,8 +294,8 @@ def _place(
 def _capacity(
     results: Mapping[str, Matrix], offsets: Mapping[str, int], table: _SeriesTable, step_s: int
 ) -> tuple[np.ndarray, int, int]:
-    """The framebuffer total per unit on the capacity grid, gaps filled from the unit's nearest
-    reading: (units × instants array, first instant, step)."""
+    """The framebuffer total per unit on the capacity grid (NaN where the unit's capacity
+    instant has no reading): (units × instants array, first instant, step)."""
     stamps = [m.ts for m in results.values() if len(m.ts)]
     if not stamps:
         return np.full((len(table.units), 1), np.nan), 0, step_s
@@ -308,18 +308,20 @@ def _capacity(
         + readings.get("fb_free_mib", nan)
         + np.nan_to_num(readings.get("fb_reserved_mib", nan))
     )
-    filled = pd.DataFrame(total.reshape(len(table.units), grid.size)).ffill(axis=1).bfill(axis=1)
-    return filled.to_numpy(), low, step_s
+    return total.reshape(len(table.units), grid.size), low, step_s
 
 
 def _capacity_at(
     capacity: tuple[np.ndarray, int, int], unit: np.ndarray, ts: np.ndarray
 ) -> np.ndarray:
-    """Each row's framebuffer total: the capacity instant whose window holds ``ts``."""
+    """Each row's framebuffer total: that of the last capacity instant at or before ``ts``, else
+    (a unit's first minutes) of the next instant; NaN where neither has a reading."""
     totals, first, step_s = capacity
-    covering = ts + (first - ts) % step_s
-    index = np.clip((covering - first) // step_s, 0, totals.shape[1] - 1)
-    result: np.ndarray = totals[unit, index]
+    result: np.ndarray = np.full(len(ts), np.nan)
+    for shift in (0, 1):
+        index = (ts - first) // step_s + shift
+        todo = np.isnan(result) & (index >= 0) & (index < totals.shape[1])
+        result[todo] = totals[unit[todo], index[todo]]
     return result
 
 
@@ -374,8 +376,9 @@ def page_samples(
     authoritative series (utilization first, then one naming a pod, then the first).
 
     The capacity fields (framebuffer used + free + reserved, the unit's total) are on a grid of
-    their own every ``capacity_step_s`` (``step_s`` when None): a row takes the total of the
-    capacity instant whose window holds it, else the unit's nearest one in the page.
+    their own every ``capacity_step_s`` (``step_s`` when None), at its multiples: a row takes
+    the total of the last capacity instant at or before it, else of the next one (NaN where
+    neither has a reading), never another one, so the total does not depend on the page.
     """
     matrices = {
         name: value if isinstance(value, Matrix) else promjson.from_series(value)

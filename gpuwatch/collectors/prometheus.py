@@ -151,8 +151,10 @@ class PrometheusSource:
 
     def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, Matrix]:
         """Every field's series on the grid instants ``start_ts <= t < end_ts``; the capacity
-        fields on their own grid ``start_ts, start_ts + C, ...`` up to the first instant at or
-        after the page's last one (``C``: :meth:`Catalogue.capacity_step_s`).
+        fields on their own grid of multiples of ``C`` (:meth:`Catalogue.capacity_step_s`), from
+        the last at or before the page's first instant to the first at or after its last one:
+        the instants are the same whatever the page, so a sample's total never depends on the
+        page (:func:`gpuwatch.collectors.dcgm.page_samples` says which instant a sample takes).
 
         The requests run one after the other in a thread of their own while the answers that
         came in are decoded here: Prometheus computes the next answer meanwhile.
@@ -161,7 +163,8 @@ class PrometheusSource:
         if last < start_ts:
             return {}
         coarse_s = self.catalogue.capacity_step_s(step_s)
-        coarse_last = start_ts + -(-(last - start_ts) // coarse_s) * coarse_s
+        coarse_first = start_ts - start_ts % coarse_s
+        coarse_last = -(-last // coarse_s) * coarse_s
         wanted = [
             (field, chunk)
             for field, query in self.catalogue.queries(step_s).items()
@@ -169,7 +172,7 @@ class PrometheusSource:
         ] + [
             (field, chunk)
             for field, query in self.catalogue.capacity_queries(step_s).items()
-            for chunk in _chunks(query, start_ts, coarse_last, coarse_s)
+            for chunk in _chunks(query, coarse_first, coarse_last, coarse_s)
         ]
         parts: dict[str, list[Matrix]] = {field: [] for field, _ in wanted}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:

@@ -140,9 +140,7 @@ def gpu_rows(
         replicas, node_memory = facts.get(node_id, (1, None)) if node_id else (1, None)
         memory = unit["memory_total_mib"]
         if pd.isna(memory):
-            memory = node_memory if gi < 0 else None
-        if memory is None or pd.isna(memory):
-            memory = _model_memory_mib(unit["model_name"]) if gi < 0 else None
+            memory = nominal_memory_mib(gi, node_memory, unit["model_name"])
         out.append(
             {
                 "uuid": unit["uuid"],
@@ -160,6 +158,31 @@ def gpu_rows(
             }
         )
     return out
+
+
+def nominal_memory_mib(gi: int, node_memory: float | None, model: object) -> float | None:
+    """A whole GPU's memory as the node's label, else the model's size, says (None for a MIG
+    instance): what samples without a framebuffer reading of their own are given."""
+    if gi >= 0:
+        return None
+    if node_memory is not None and not pd.isna(node_memory):
+        return float(node_memory)
+    return _model_memory_mib(model)
+
+
+def nominal_memory(
+    units: list[dict[str, Any]], conn: Connection, cluster_id: int
+) -> dict[tuple[Any, ...], float | None]:
+    """Per unit key (uuid, GPU instance, slot) of ``gpu_rows``: :func:`nominal_memory_mib`."""
+    facts = _node_facts(conn, cluster_id)
+    return {
+        (u["uuid"], u["mig_gi_id"], u["slot"]): nominal_memory_mib(
+            int(u["mig_gi_id"]),
+            facts.get(u["node_id"], (1, None))[1] if u["node_id"] else None,
+            u["model_name"],
+        )
+        for u in units
+    }
 
 
 def _text(value: object) -> str | None:
