@@ -209,18 +209,10 @@ def _by_team(engine: Engine) -> pd.DataFrame:
     return summarize(costed, ["team"], 0.05).set_index("team")
 
 
-@pytest.fixture
-def empty_store(store_url: str) -> Iterator[Engine]:
-    engine = make_engine(store_url)
-    upgrade(engine)
-    yield engine
-    engine.dispose()
-
-
 def test_a_backfill_after_the_pods_are_gone_charges_their_team(
-    prometheus: PrometheusProcess, empty_store: Engine, kube: KubeSource
+    prometheus: PrometheusProcess, migrated_engine: Engine, kube: KubeSource
 ) -> None:
-    engine = empty_store
+    engine = migrated_engine
     _collect(engine, prometheus.url, START, END, kube)
     teams = _by_team(engine)
     # Every sample of the fixture is a pod's: all of it is the inference team's, none is
@@ -241,9 +233,9 @@ def test_a_backfill_after_the_pods_are_gone_charges_their_team(
 
 
 def test_dcgm_first_and_kubernetes_later_give_one_row_per_pod(
-    prometheus: PrometheusProcess, empty_store: Engine, kube: KubeSource
+    prometheus: PrometheusProcess, migrated_engine: Engine, kube: KubeSource
 ) -> None:
-    engine = empty_store
+    engine = migrated_engine
     _collect(engine, prometheus.url, START, END, None)
     before = _by_team(engine)
     assert list(before.index) == ["unassigned"]  # no namespace facts yet
