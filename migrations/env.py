@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
@@ -20,9 +22,15 @@ def _configure(connection: Connection) -> None:
     )
 
 
+def _url() -> Any:
+    """The database URL: the URL object gpuwatch passes (never text that Alembic interpolates),
+    else ``sqlalchemy.url`` of an alembic.ini."""
+    return config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
+
+
 def run_migrations_offline() -> None:
     context.configure(
-        url=config.get_main_option("sqlalchemy.url"),
+        url=_url(),
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
@@ -38,8 +46,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    url = config.get_main_option("sqlalchemy.url")
-    engine = create_engine(str(url), poolclass=pool.NullPool)
+    engine = create_engine(_url(), poolclass=pool.NullPool)
     with engine.connect() as conn:
         _configure(conn)
         with context.begin_transaction():

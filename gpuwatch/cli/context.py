@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 from sqlalchemy import Engine
 
+from gpuwatch.cli.masking import Masker, configure_logging
 from gpuwatch.config import Settings, load_settings
 from gpuwatch.store.engine import make_engine, require_current_schema
 
@@ -22,18 +22,17 @@ class AppContext:
     config_file: str | None
     verbose: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    masker: Masker = field(default_factory=Masker)
     _settings: Settings | None = None
 
     def __post_init__(self) -> None:
-        logging.basicConfig(
-            level=logging.DEBUG if self.verbose else logging.WARNING,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
+        configure_logging(self.masker, self.verbose)
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.config_file, overrides=self.overrides)
+            self.masker.learn(self._settings.secret_values())
         return self._settings
 
     def engine(self, *, check_schema: bool = True) -> Engine:

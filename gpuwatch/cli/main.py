@@ -7,13 +7,13 @@ stderr; ``--verbose`` adds the traceback.
 from __future__ import annotations
 
 import sys
-import traceback
 from typing import Any
 
 import click
 
 from gpuwatch import __version__
 from gpuwatch.cli.context import AppContext, RuntimeFailure
+from gpuwatch.cli.masking import MaskedStream, Masker
 from gpuwatch.config import ConfigError
 from gpuwatch.store.engine import DatabaseUrlError, StoreError
 
@@ -41,9 +41,10 @@ class GpuwatchGroup(click.Group):
 
 def _fail(ctx: click.Context, message: str, status: int) -> None:
     obj = ctx.find_object(AppContext)
+    masker = obj.masker if obj is not None else Masker()
     if obj is not None and obj.verbose:
-        traceback.print_exc()
-    click.echo(f"gpuwatch: {message}", err=True)
+        click.echo(masker.traceback(), err=True, nl=False)
+    click.echo(f"gpuwatch: {masker.mask(message)}", err=True)
     ctx.exit(status)
 
 
@@ -66,7 +67,9 @@ def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
 
     Start with `gpuwatch demo`: a simulated fleet on SQLite and the dashboard, no cluster needed.
     """
-    ctx.obj = AppContext(config_file=config_file, verbose=verbose)
+    # The console entry point hands in the masker of its standard error (main).
+    masker = ctx.obj if isinstance(ctx.obj, Masker) else Masker()
+    ctx.obj = AppContext(config_file=config_file, verbose=verbose, masker=masker)
 
 
 def _register() -> None:
@@ -97,5 +100,7 @@ _register()
 
 
 def main() -> None:
-    """Console entry point."""
-    sys.exit(cli.main(prog_name="gpuwatch", standalone_mode=True))
+    """Console entry point: everything written to standard error is masked."""
+    masker = Masker()
+    sys.stderr = MaskedStream(sys.stderr, masker)
+    sys.exit(cli.main(prog_name="gpuwatch", standalone_mode=True, obj=masker))

@@ -27,6 +27,7 @@ from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.domain.redact import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class PrometheusSource:
             return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
         except RetriesExhausted as done:
             raise PrometheusError(
-                f"Prometheus at {self.url} failed {what} after {done.attempts} "
+                f"Prometheus at {mask_url(self.url)} failed {what} after {done.attempts} "
                 f"attempt{'s' if done.attempts > 1 else ''}: {_describe(done.failure)}"
             ) from None
 
@@ -199,7 +200,7 @@ class PrometheusSource:
             return promjson.decode(body)
         except MatrixError as exc:
             raise PrometheusError(
-                f"Prometheus at {self.url} failed a range query: {_describe(exc)}"
+                f"Prometheus at {mask_url(self.url)} failed a range query: {_describe(exc)}"
             ) from None
 
     def check(self) -> None:

@@ -8,12 +8,11 @@ sections' models live in :mod:`gpuwatch.config.sections`.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gpuwatch.config.sections import (
@@ -30,6 +29,7 @@ from gpuwatch.config.sections import (
     TeamLabels,
     Thresholds,
 )
+from gpuwatch.domain.redact import MASK, mask_text, mask_url, url_password
 
 __all__ = [
     "AlertSettings",
@@ -110,7 +110,32 @@ class Settings(BaseSettings):
 
     def safe_database_url(self) -> str:
         """The database URL with any password masked, for messages and logs."""
-        return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", self.database_url_value)
+        return mask_url(self.database_url_value)
+
+    def secret_values(self) -> list[str]:
+        """Every secret the settings hold, to mask wherever text leaves the process: each
+        ``SecretStr`` (database URL, headers, passwords) and the password of every URL."""
+        return sorted(_secrets_in(self))
+
+
+def _secrets_in(value: Any) -> set[str]:
+    if isinstance(value, SecretStr):
+        secret = value.get_secret_value()
+        password = url_password(secret)
+        if "://" in secret:
+            return {password} if password else set()
+        # "Bearer <token>": the token alone may travel too.
+        return {secret, secret.partition(" ")[2]} - {""}
+    if isinstance(value, str):
+        password = url_password(value)
+        return {password} if password else set()
+    if isinstance(value, BaseModel):
+        value = dict(value)
+    if isinstance(value, dict):
+        return {found for item in value.values() for found in _secrets_in(item)}
+    if isinstance(value, list | tuple):
+        return {found for item in value for found in _secrets_in(item)}
+    return set()
 
 
 def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
@@ -201,7 +226,8 @@ def _describe(error: dict[str, Any], path: Path | None, origin: dict[tuple[str, 
     if error["type"] == "extra_forbidden":
         message = "unknown key"
     elif "input" in error and not isinstance(error["input"], dict | list):
-        shown = "***" if "header" in key or "database_url" in key else repr(error["input"])
+        secret = any(word in key for word in ("header", "database_url", "password", "token"))
+        shown = MASK if secret else mask_text(repr(error["input"]))
         message = f"{message} (got {shown})"
     return f"{key} in {where}: {message}"
 
@@ -230,5 +256,8 @@ def settings_as_yaml(settings: Settings) -> str:
     """The effective settings as YAML, secrets masked (``gpuwatch config show``)."""
     data = settings.model_dump(mode="json")
     data["database_url"] = settings.safe_database_url()
-    data["prometheus"]["headers"] = dict.fromkeys(settings.prometheus.headers, "***")
-    return yaml.safe_dump(data, sort_keys=False)
+    data["prometheus"]["url"] = mask_url(settings.prometheus.url)
+    data["prometheus"]["headers"] = dict.fromkeys(settings.prometheus.headers, MASK)
+    text = yaml.safe_dump(data, sort_keys=False)
+    # SecretStr fields dump as "**********"; any secret elsewhere is masked as text.
+    return mask_text(text, settings.secret_values())

@@ -95,7 +95,9 @@ def alembic_config(engine: Engine | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(files("gpuwatch.migrations")))
     if engine is not None:
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+        # The URL object itself, never its text in the main options: Alembic's ConfigParser
+        # would read ``%`` (as in a URL-encoded password) as interpolation, and print it whole.
+        cfg.attributes["url"] = engine.url
     return cfg
 
 
