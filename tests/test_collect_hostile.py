@@ -244,3 +244,33 @@ def test_the_refusal_is_one_line_through_the_cli(
     (line,) = result.output.strip().splitlines()
     assert line.startswith("gpuwatch: Prometheus at ")
     assert "7 series of util_dev_pct" in line and "prometheus.max_series (5)" in line
+
+
+def test_the_data_health_page_shows_the_skipped_series(
+    prometheus: PrometheusProcess, sqlite_url: str
+) -> None:
+    import importlib
+    import json
+
+    import plotly.utils
+
+    from gpuwatch.app.data import DashboardData
+    from gpuwatch.app.server import create_app
+    from gpuwatch.config import Settings
+
+    engine = make_engine(sqlite_url)
+    upgrade(engine)
+    _collect(engine, prometheus.url)
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False)
+    app = create_app(engine, settings, data=data, warm=False)
+    with app.server.app_context():
+        layout = importlib.import_module("gpuwatch.app.pages.health").layout()
+    rendered = json.dumps(layout, cls=plotly.utils.PlotlyJSONEncoder)
+    engine.dispose()
+    assert "Series skipped or changed" in rendered
+    expected = (
+        "2 UUID longer than 64 characters; 2 modelName cut to 128 characters; "
+        "2 pod longer than 253 characters; 1 no GPU UUID label"
+    )
+    assert expected in rendered
