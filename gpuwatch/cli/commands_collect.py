@@ -48,7 +48,13 @@ def prometheus_source(settings: Settings) -> PrometheusSource:
     catalogue = Catalogue(tuple(prom.matchers), prom.cluster_label, settings.cluster)
     headers = {k: v.get_secret_value() for k, v in prom.headers.items()}
     return PrometheusSource(
-        prom.url, catalogue, headers, prom.timeout.total_seconds(), prom.retries
+        prom.url,
+        catalogue,
+        headers,
+        prom.timeout.total_seconds(),
+        prom.retries,
+        max_series=prom.max_series,
+        max_samples=prom.max_samples_per_request,
     )
 
 
@@ -115,6 +121,8 @@ def _report(stats: CollectStats) -> None:
         f"{stats.pods:,} pods "
         f"from {when(stats.start_ts)} to {when(stats.end_ts)} ({stats.pages} pages)"
     )
+    for line in stats.issues.lines():
+        click.echo(f"gpuwatch: warning: {line}", err=True)
 
 
 @click.command("collect")

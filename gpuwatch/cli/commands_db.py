@@ -8,7 +8,7 @@ import click
 
 from gpuwatch.cli.context import AppContext, pass_app
 from gpuwatch.store import rollup
-from gpuwatch.store.engine import current_revision, head_revision, upgrade
+from gpuwatch.store.engine import current_revision, head_revision, refuse_newer_schema, upgrade
 
 
 @click.group()
@@ -35,6 +35,7 @@ def db_current(app: AppContext) -> None:
     """Show the database's schema revision and the one this gpuwatch needs."""
     engine = app.engine(check_schema=False)
     current, head = current_revision(engine), head_revision()
+    refuse_newer_schema(current)
     state = "up to date" if current == head else "outdated: run `gpuwatch db upgrade`"
     click.echo(f"database: {current or 'no schema'}; gpuwatch needs: {head} ({state})")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,6 +24,7 @@ from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.collectors.screen import SeriesIssues
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
@@ -61,7 +62,7 @@ class Window:
 @dataclass(frozen=True)
 class CollectStats:
     """What one collection wrote: samples, and the distinct GPU units and pods (holding a GPU
-    in some sample) over the whole window."""
+    in some sample) over the whole window; and the series it skipped or changed (``issues``)."""
 
     start_ts: int
     end_ts: int
@@ -69,6 +70,7 @@ class CollectStats:
     samples: int
     gpu_units: int
     pods: int
+    issues: SeriesIssues = field(default_factory=SeriesIssues)
 
 
 def plan_window(
@@ -209,16 +211,19 @@ def collect(
     total = done = 0
     units: set[int] = set()
     pods: set[int] = set()
+    issues = SeriesIssues()
     try:
         for index, (page_start, page_end) in enumerate(pages):
             if should_stop():
                 break
             frame = fetcher.get(index)
+            issues = issues.merge(frame.issues)
             with engine.begin() as conn:
                 written, page_units, page_pods = _write_page(
                     conn, cluster_id, frame, snap, window.step_s
                 )
-                detail = {"samples": written, "page_start_ts": page_start}
+                detail: dict[str, Any] = {"samples": written, "page_start_ts": page_start}
+                detail["series_skipped"] = issues.counts()
                 writer.advance_watermark(
                     conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail
                 )
@@ -231,4 +236,4 @@ def collect(
     finally:
         fetcher.close()
     end = pages[done - 1][1] if done else window.start_ts
-    return CollectStats(window.start_ts, end, done, total, len(units), len(pods))
+    return CollectStats(window.start_ts, end, done, total, len(units), len(pods), issues)

@@ -16,6 +16,10 @@ is made per exporter (scrape target and node): when any series of an exporter ca
 ``exported_*`` label, that exporter's plain ``pod``/``namespace`` name the exporter itself and are
 ignored.
 
+Each series' labels are screened against what the store holds (:mod:`gpuwatch.collectors.screen`):
+a series without a GPU UUID, or whose labels do not fit, is skipped and counted
+(``PageSamples.issues``), never written and never the cause of a failed page.
+
 Labels are read once per series; the points are placed on a (GPU unit × grid instant) grid with
 array operations, so a page costs no Python work per point.
 """
@@ -25,14 +29,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
-from gpuwatch.collectors import promjson
+from gpuwatch.collectors import promjson, screen
 from gpuwatch.collectors.page import (
     IDENTITY_COLUMNS,
     OUTPUT_COLUMNS,
@@ -160,33 +164,52 @@ class _SeriesTable:
     score: np.ndarray
     identities: pd.DataFrame
     units: list[tuple[str, int, int]]
+    issues: screen.SeriesIssues
+
+
+#: A series' identity and its :data:`IDENTITY_COLUMNS` values (None: skipped), and the reasons
+#: it was skipped or changed (:mod:`gpuwatch.collectors.screen`).
+Found = tuple[tuple[dict[str, Any], tuple[Any, ...]] | None, tuple[str, ...]]
 
 
 @functools.lru_cache(maxsize=_REMEMBERED_SERIES)
-def _identity(
-    key: bytes, variants: LabelVariants, pod_index: int | None
-) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
-    """:func:`series_identity` of a series' labels and its :data:`IDENTITY_COLUMNS` values,
-    remembered from page to page (the same series come back every page)."""
+def _identity(key: bytes, variants: LabelVariants, pod_index: int | None) -> Found:
+    """:func:`series_identity` of a series' labels, screened for the store, remembered from
+    page to page (the same series come back every page)."""
     identity = series_identity(_label_facts(key, variants)[0], variants, pod_index)
     if identity is None:
-        return None
-    return identity, tuple(identity[column] for column in IDENTITY_COLUMNS)
+        return None, (screen.NO_UUID,)
+    fixed, notes = screen.screen_identity(identity)
+    if fixed is None:
+        return None, tuple(notes)
+    return (fixed, tuple(fixed[column] for column in IDENTITY_COLUMNS)), tuple(notes)
 
 
 def _identities(
     results: Mapping[str, Matrix], variants: LabelVariants
-) -> tuple[list[tuple[dict[str, Any], tuple[Any, ...]] | None], list[str]]:
-    """Each series' identity and its row (None: no GPU UUID or no point) and field."""
+) -> tuple[list[tuple[dict[str, Any], tuple[Any, ...]] | None], list[str], screen.SeriesIssues]:
+    """Each series' identity and its row (None: skipped, or no point) and field; and the
+    series skipped or changed, by reason."""
     choice = pod_label_choice(results, variants)
     identities: list[tuple[dict[str, Any], tuple[Any, ...]] | None] = []
     fields: list[str] = []
+    issues = screen.IssueCounter()
     for name, matrix in results.items():
-        for key, count in zip(matrix.keys, matrix.counts.tolist(), strict=True):
-            target = _label_facts(key, variants)[1]
-            identities.append(_identity(key, variants, choice.get(target)) if count else None)
+        counts, bad = matrix.counts.tolist(), matrix.malformed_counts.tolist()
+        for key, labels, count, skipped in zip(
+            matrix.keys, matrix.labels, counts, bad, strict=True
+        ):
+            found, reasons = (None, ()) if not count else _identity(
+                key, variants, choice.get(_label_facts(key, variants)[1])
+            )  # fmt: skip
+            for reason in reasons:
+                issues.add(reason, key, labels)
+            if skipped:
+                issues.add(screen.MALFORMED_VALUES, key, labels)
+                issues.bad_points(skipped)
+            identities.append(found)
             fields.append(name)
-    return identities, fields
+    return identities, fields, issues.result()
 
 
 def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
@@ -203,7 +226,7 @@ def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
 
 
 def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _SeriesTable:
-    found, fields = _identities(results, variants)
+    found, fields, issues = _identities(results, variants)
     identities = [None if item is None else item[0] for item in found]
     dropped = _shadowed(identities)
     keys = [
@@ -226,7 +249,7 @@ def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _Se
     frame = pd.DataFrame.from_records(
         [empty if item is None else item[1] for item in found], columns=IDENTITY_COLUMNS
     )
-    return _SeriesTable(unit, score, frame, units)
+    return _SeriesTable(unit, score, frame, units, issues)
 
 
 @dataclass(frozen=True)
@@ -385,18 +408,16 @@ def page_samples(
         for name, value in results.items()
     }
     table = _series_table(matrices, variants)
-    if not table.units:
-        return empty_page(table.identities)
-    offsets = _offsets(matrices)
     coarse = {f.field for f in FIELDS if f.capacity}
     fine = {name: m for name, m in matrices.items() if name not in coarse}
-    if not any(len(m.ts) for m in fine.values()):
-        return empty_page(table.identities)
+    if not table.units or not any(len(m.ts) for m in fine.values()):
+        return replace(empty_page(table.identities), issues=table.issues)
+    offsets = _offsets(matrices)
     grid = _grid(fine, step_s)
     readings, best = _place(fine, offsets, table, grid)
     capacity_fields = {name: m for name, m in matrices.items() if name in coarse}
     capacity = _capacity(capacity_fields, offsets, table, capacity_step_s or step_s)
-    return _rows(readings, best, table, grid, capacity)
+    return replace(_rows(readings, best, table, grid, capacity), issues=table.issues)
 
 
 def samples_from_results(

@@ -8,10 +8,12 @@ object per row. :meth:`PageSamples.to_frame` gives the same rows as a plain Data
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+
+from gpuwatch.collectors.screen import SeriesIssues
 
 UNIT_KEY = ["uuid", "mig_gi_id", "slot"]
 #: Columns of ``PageSamples.series``: what a series' labels say besides its GPU unit.
@@ -29,7 +31,10 @@ OUTPUT_COLUMNS = [*UNIT_KEY, "ts", *IDENTITY_COLUMNS, "util_ratio", "util_signal
 
 @dataclass(frozen=True)
 class PageSamples:
-    """Rows sorted by GPU unit (``units`` order: uuid, MIG instance, slot), then instant."""
+    """Rows sorted by GPU unit (``units`` order: uuid, MIG instance, slot), then instant.
+
+    ``issues``: the page's series that were skipped or changed (:mod:`~gpuwatch.collectors.screen`).
+    """
 
     units: pd.DataFrame
     series: pd.DataFrame
@@ -38,6 +43,7 @@ class PageSamples:
     source: np.ndarray
     util_signal: np.ndarray
     values: Mapping[str, np.ndarray]
+    issues: SeriesIssues = field(default_factory=SeriesIssues)
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -9,9 +9,11 @@ fleet costs Prometheus more time than sending it) and decoded straight into arra
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -27,6 +29,7 @@ from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.config.sections import MAX_SAMPLES_PER_REQUEST, MAX_SERIES
 from gpuwatch.domain.redact import mask_url
 
 log = logging.getLogger(__name__)
@@ -80,15 +83,16 @@ def _describe(exc: Exception) -> str:
     return str(exc).split(" (b'", maxsplit=1)[0][:200]
 
 
-def _chunks(query: str, first_ts: int, last_ts: int, step_s: int) -> list[dict[str, str]]:
-    """``query_range`` parameters covering ``first_ts..last_ts``, ``MAX_POINTS`` at a time."""
-    out = []
+def _chunks(
+    query: str, first_ts: int, last_ts: int, step_s: int, steps: Callable[[], int]
+) -> Iterator[dict[str, str]]:
+    """``query_range`` parameters covering ``first_ts..last_ts``, each ``steps()`` instants
+    (asked for as each request is made, at most ``MAX_POINTS``)."""
     start = first_ts
     while start <= last_ts:
-        end = min(last_ts, start + (MAX_POINTS - 1) * step_s)
-        out.append({"query": query, "start": str(start), "end": str(end), "step": f"{step_s}s"})
+        end = min(last_ts, start + (min(steps(), MAX_POINTS) - 1) * step_s)
+        yield {"query": query, "start": str(start), "end": str(end), "step": f"{step_s}s"}
         start = end + step_s
-    return out
 
 
 def _error_text(body: bytes) -> str:
@@ -111,8 +115,13 @@ class PrometheusSource:
         retries: int = 3,
         backoff_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        max_series: int = MAX_SERIES,
+        max_samples: int = MAX_SAMPLES_PER_REQUEST,
     ) -> None:
         self.url = url
+        self.max_series, self.max_samples = max_series, max_samples
+        #: Per field, the series count of its last answer: what the next request is sized by.
+        self._series: dict[str, int] = {}
         self.catalogue = catalogue
         self.retries = retries
         self.backoff_s = backoff_s
@@ -163,33 +172,70 @@ class PrometheusSource:
         last = end_ts - step_s
         if last < start_ts:
             return {}
+        parts: dict[str, list[Matrix]] = {}
+        wanted = self._requests(start_ts, last, step_s, parts)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
+            # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
+            bodies: deque[tuple[str, Future[bytes]]] = deque()
+
+            def ask() -> None:
+                request = next(wanted, None)
+                if request is not None:
+                    bodies.append((request[0], pool.submit(self._range_body, request[1])))
+
+            try:
+                for _ in range(_AHEAD):
+                    ask()
+                while bodies:
+                    field, future = bodies.popleft()
+                    body = future.result()
+                    ask()
+                    matrix = self._decode(body)
+                    del body  # the answer is not kept once decoded
+                    self._count_series(field, matrix, start_ts)
+                    parts[field].append(matrix)
+            finally:
+                for _, pending in bodies:
+                    pending.cancel()
+        return {field: promjson.concat(matrices) for field, matrices in parts.items()}
+
+    def _requests(
+        self, start_ts: int, last: int, step_s: int, parts: dict[str, list[Matrix]]
+    ) -> Iterator[tuple[str, dict[str, str]]]:
+        """Every field's requests for the page, each sized when it is made (:meth:`_steps`)."""
         coarse_s = self.catalogue.capacity_step_s(step_s)
         coarse_first = start_ts - start_ts % coarse_s
         coarse_last = -(-last // coarse_s) * coarse_s
-        wanted = [
-            (field, chunk)
+        plans = [
+            (field, query, start_ts, last, step_s)
             for field, query in self.catalogue.queries(step_s).items()
-            for chunk in _chunks(query, start_ts, last, step_s)
         ] + [
-            (field, chunk)
+            (field, query, coarse_first, coarse_last, coarse_s)
             for field, query in self.catalogue.capacity_queries(step_s).items()
-            for chunk in _chunks(query, coarse_first, coarse_last, coarse_s)
         ]
-        parts: dict[str, list[Matrix]] = {field: [] for field, _ in wanted}
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
-            # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
-            bodies: list[Future[bytes]] = []
-            try:
-                for index, (field, _) in enumerate(wanted):
-                    while len(bodies) < min(len(wanted), index + _AHEAD):
-                        bodies.append(pool.submit(self._range_body, wanted[len(bodies)][1]))
-                    body = bodies[index].result()
-                    bodies[index] = _DONE  # the answer is not kept once decoded
-                    parts[field].append(self._decode(body))
-            finally:
-                for pending in bodies:
-                    pending.cancel()
-        return {field: promjson.concat(matrices) for field, matrices in parts.items()}
+        for field, query, first, final, step in plans:
+            parts[field] = []
+            steps = functools.partial(self._steps, field)
+            for params in _chunks(query, first, final, step, steps):
+                yield field, params
+
+    def _steps(self, field: str) -> int:
+        """Instants per request of ``field``: samples (series × instants) stay within
+        ``max_samples``, the series counted in the field's last answer (``max_series`` before
+        the first)."""
+        return max(1, self.max_samples // max(1, self._series.get(field, self.max_series)))
+
+    def _count_series(self, field: str, matrix: Matrix, start_ts: int) -> None:
+        """Remember ``field``'s series count; refuse the page when it is over ``max_series``."""
+        count = len(matrix.labels)
+        self._series[field] = count
+        if count > self.max_series:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_ts))
+            raise PrometheusError(
+                f"Prometheus at {mask_url(self.url)} answered {count:,} series of {field} for "
+                f"the page from {when}, more than prometheus.max_series ({self.max_series:,}): "
+                "raise prometheus.max_series if the fleet is that large"
+            )
 
     def _range_body(self, params: Mapping[str, str]) -> bytes:
         body: bytes = self._call("a range query", lambda: self._get("query_range", params))

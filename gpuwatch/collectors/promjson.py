@@ -7,6 +7,11 @@ read in one pass: each series' labels with ``orjson``, and all the ``values`` ar
 the C parser of :func:`pandas.read_csv` (correctly rounded, as Python's ``float``). An answer laid
 out otherwise (another server, native histograms) is decoded with ``orjson`` in full instead: the
 result is the same either way.
+
+A value that is not a number (``"abc"``, ``null``, a point without its value) never fails the
+answer: the point is skipped and counted against its series (``Matrix.malformed``). ``"NaN"``
+and ``"+Inf"``/``"-Inf"`` are Prometheus values and read as such (the DCGM reader then treats
+them as no reading). Label values that are not strings are dropped.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ _VALUES = b',"values":['
 #: ``]`` ends a point's line, ``[`` and ``"`` go: ``[t,"v"],[t,"v"]`` → ``t,v\n,t,v\n``.
 _TO_CSV = bytes.maketrans(b"]", b"\n")
 _CSV_OPTIONS: dict[str, Any] = (
-    {} if tuple(int(p) for p in pd.__version__.split(".")[:2]) >= (3, 1) else
-    {"float_precision": "round_trip"}
+    {"keep_default_na": False, "na_values": ["NaN"]}
+    | ({} if tuple(int(p) for p in pd.__version__.split(".")[:2]) >= (3, 1) else
+    {"float_precision": "round_trip"})
 )  # fmt: skip
 
 
@@ -42,6 +48,7 @@ class Matrix:
     The points of series ``i`` are ``ts[o:o + counts[i]]`` with ``o = counts[:i].sum()``.
     ``keys[i]`` is series ``i``'s labels as JSON bytes: equal labels, equal keys (within one
     server's answers), so a reader can remember what it made of a series' labels.
+    ``malformed[i]``: the points of series ``i`` skipped for a malformed value (None: none).
     """
 
     labels: list[dict[str, str]]
@@ -49,6 +56,14 @@ class Matrix:
     ts: np.ndarray
     values: np.ndarray
     keys: list[bytes]
+    malformed: np.ndarray | None = None
+
+    @property
+    def malformed_counts(self) -> np.ndarray:
+        """Per series, the points skipped for a malformed value."""
+        if self.malformed is None:
+            return np.zeros(len(self.labels), dtype=np.int64)
+        return self.malformed
 
     @property
     def series_of_points(self) -> np.ndarray:
@@ -72,22 +87,73 @@ def concat(parts: Sequence[Matrix]) -> Matrix:
         np.concatenate([part.ts for part in parts]),
         np.concatenate([part.values for part in parts]),
         [key for part in parts for key in part.keys],
+        None
+        if all(part.malformed is None for part in parts)
+        else np.concatenate([part.malformed_counts for part in parts]),
     )
 
 
+def _number(value: object) -> float | None:
+    """A point's value: a string Python reads as a float (``NaN``, ``+Inf`` included)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _point(point: object) -> tuple[float, float] | None:
+    """``[t, "v"]`` as numbers; None for anything else."""
+    if not isinstance(point, list | tuple) or len(point) != 2:
+        return None
+    ts, value = point[0], _number(point[1])
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or value is None:
+        return None
+    return float(ts), value
+
+
+def _points(raw: object) -> tuple[np.ndarray, int]:
+    """A series' points as an (n, 2) array, and how many were skipped as malformed."""
+    if not isinstance(raw, list):
+        return np.zeros((0, 2), dtype=np.float64), 1
+    try:  # the usual case: well-formed points, read at once
+        if all(isinstance(p, list) and len(p) == 2 and isinstance(p[1], str) for p in raw):
+            return np.asarray(raw, dtype=np.float64).reshape(-1, 2), 0
+    except (TypeError, ValueError):
+        pass
+    good = [parsed for parsed in map(_point, raw) if parsed is not None]
+    array = np.asarray(good, dtype=np.float64).reshape(-1, 2)
+    return array, len(raw) - len(good)
+
+
+def _metric(series: object) -> dict[str, str]:
+    metric = series.get("metric") if isinstance(series, Mapping) else None
+    if not isinstance(metric, Mapping):
+        return {}
+    return {str(k): v for k, v in metric.items() if isinstance(v, str)}
+
+
 def from_series(series_list: Sequence[Mapping[str, Any]]) -> Matrix:
-    """A matrix of already decoded series (``{"metric": ..., "values": [[t, "v"], ...]}``)."""
+    """A matrix of already decoded series (``{"metric": ..., "values": [[t, "v"], ...]}``);
+    malformed points are skipped and counted (:attr:`Matrix.malformed`)."""
     labels: list[dict[str, str]] = []
     counts: list[int] = []
+    bad: list[int] = []
     chunks: list[np.ndarray] = []
     for series in series_list:
-        values = np.asarray(series.get("values") or [], dtype=np.float64).reshape(-1, 2)
-        labels.append(dict(series["metric"]))
+        raw = series.get("values") if isinstance(series, Mapping) else None
+        values, skipped = _points(raw)
+        labels.append(_metric(series))
         counts.append(len(values))
+        bad.append(skipped)
         chunks.append(values)
     stacked = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.float64)
     keys = [orjson.dumps(metric) for metric in labels]
-    return Matrix(labels, np.asarray(counts, dtype=np.int64), stacked[:, 0], stacked[:, 1], keys)
+    malformed = np.asarray(bad, dtype=np.int64) if any(bad) else None
+    return Matrix(
+        labels, np.asarray(counts, dtype=np.int64), stacked[:, 0], stacked[:, 1], keys, malformed
+    )
 
 
 def decode(body: bytes) -> Matrix:
@@ -106,12 +172,17 @@ def _decode_slow(body: bytes) -> Matrix:
         answer = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise MatrixError(f"not JSON: {body[:120]!r}") from None
-    data = answer.get("data") if isinstance(answer, dict) else None
-    if answer.get("status") != "success" or not isinstance(data, dict):
+    if not isinstance(answer, dict):
+        raise MatrixError("the answer is not a JSON object")
+    data = answer.get("data")
+    if not isinstance(data, dict) or answer.get("status") != "success":
         raise MatrixError(str(answer.get("error") or "unsuccessful answer")[:200])
     if data.get("resultType") != "matrix":
         raise MatrixError(f"expected a matrix, got {data.get('resultType')!r}")
-    return from_series(data.get("result") or [])
+    result = data.get("result") or []
+    if not isinstance(result, list):
+        raise MatrixError("the matrix's result is not a list of series")
+    return from_series(result)
 
 
 def _scan(
@@ -159,6 +230,8 @@ def _series_at(body: bytes, pos: int) -> tuple[dict[str, str], bytes, tuple[int,
     end = body.find(b"]]", cut)
     if not isinstance(metric, dict) or end < 0 or not body.startswith(b"}", end + 2):
         return None
+    if not all(isinstance(value, str) for value in metric.values()):
+        return None
     return metric, raw, (cut + len(_VALUES), end + 1)
 
 
@@ -188,5 +261,10 @@ def _parse_points(
     except (ValueError, pd.errors.ParserError):
         return None
     if len(frame) != int(counts.sum()):
+        return None
+    # Each point is ``t,"v"``: one comma inside it and one between points. A point without its
+    # value has one comma less (read_csv would make its value NaN).
+    commas = sum(body.count(b",", start, end) for start, end in spans)
+    if commas != 2 * int(counts.sum()) - int(np.count_nonzero(counts)):
         return None
     return counts, frame["ts"].to_numpy(), frame["value"].to_numpy()

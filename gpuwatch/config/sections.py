@@ -26,6 +26,9 @@ from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.pricing import DEFAULT_SPOT_DISCOUNT, DEFAULT_USD_PER_GPU_HOUR
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+#: Defaults of ``prometheus.max_series`` and ``prometheus.max_samples_per_request``.
+MAX_SERIES = 100_000
+MAX_SAMPLES_PER_REQUEST = 1_000_000
 _MATCHER = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"$')
 
 
@@ -91,6 +94,8 @@ class PrometheusSettings(_Section):
     timeout: Duration = timedelta(seconds=30)
     retries: int = Field(default=3, ge=0, le=20)
     page: Duration = timedelta(hours=6)
+    max_series: int = Field(default=MAX_SERIES, ge=1)
+    max_samples_per_request: int = Field(default=MAX_SAMPLES_PER_REQUEST, ge=1)
     matchers: list[str] = Field(default_factory=list)
     cluster_label: LabelName | None = None
     labels: LabelSchema = Field(default_factory=LabelSchema)

@@ -13,7 +13,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 UPGRADE_HINT = "run `gpuwatch db upgrade`"
@@ -38,6 +38,28 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     # which then stay in memory from page to page.
     cursor.execute("PRAGMA cache_size=-32768")
     cursor.close()
+
+
+class CorruptStoreError(StoreError):
+    """The SQLite file is not a database, or a damaged one."""
+
+
+#: What SQLite says of a file that is not a database, or a damaged one.
+_CORRUPT = ("file is not a database", "database disk image is malformed")
+
+
+def _corrupt_file(path: str) -> Any:
+    """A ``handle_error`` listener: SQLite's corruption errors become one line naming the file."""
+
+    def check(context: ExceptionContext) -> None:
+        error = context.original_exception
+        if isinstance(error, sqlite3.DatabaseError) and any(t in str(error) for t in _CORRUPT):
+            raise CorruptStoreError(
+                f"the SQLite file {path} is not a gpuwatch database or is damaged ({error}): "
+                "restore it from a backup, or point database_url at another file"
+            ) from None
+
+    return check
 
 
 class DatabaseUrlError(StoreError):
@@ -86,6 +108,8 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         engine = create_engine(parsed, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        path = str(Path(parsed.database).expanduser()) if parsed.database else ":memory:"
+        event.listen(engine, "handle_error", _corrupt_file(path))
         return engine
     return create_engine(parsed, pool_pre_ping=True)
 
@@ -118,13 +142,28 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Apply every pending migration; returns (revision before, revision after)."""
+    """Apply every pending migration; returns (revision before, revision after). Refuses a
+    schema newer than this gpuwatch (:func:`refuse_newer_schema`)."""
     before = current_revision(engine)
+    refuse_newer_schema(before)
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
     return before, head_revision()
+
+
+def refuse_newer_schema(current: str | None) -> None:
+    """Raise :class:`SchemaOutdatedError` when ``current`` is a revision this gpuwatch does not
+    ship: a newer gpuwatch wrote the database."""
+    if current is None:
+        return
+    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current not in known:
+        raise SchemaOutdatedError(
+            f"the database schema ({current}) is newer than this gpuwatch ({head_revision()}): "
+            "upgrade gpuwatch"
+        )
 
 
 def require_current_schema(engine: Engine) -> None:
@@ -133,14 +172,7 @@ def require_current_schema(engine: Engine) -> None:
     if current is None:
         raise SchemaOutdatedError(f"the database has no gpuwatch schema yet: {UPGRADE_HINT}")
     if current != head:
-        known = {
-            rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()
-        }
-        if current not in known:
-            raise SchemaOutdatedError(
-                f"the database schema ({current}) is newer than this gpuwatch ({head}): "
-                "upgrade gpuwatch"
-            )
+        refuse_newer_schema(current)
         raise SchemaOutdatedError(
             f"the database schema is outdated ({current}, this gpuwatch needs {head}): "
             f"{UPGRADE_HINT}"

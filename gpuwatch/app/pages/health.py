@@ -26,6 +26,16 @@ LABELS_NOTE = (
 )
 
 
+def skipped_text(detail: object) -> str:
+    """The series the last collection skipped or changed, by reason (``none``: it kept all)."""
+    counts = detail.get("series_skipped") if isinstance(detail, dict) else None
+    if not isinstance(counts, dict):
+        return fmt.DASH
+    if not counts:
+        return "none"
+    return "; ".join(f"{int(n):,} {fmt.text(reason)}" for reason, n in counts.items())
+
+
 def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
     rows = []
     for row in snap.collection.to_dict("records"):
@@ -38,6 +48,7 @@ def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "watermark": fmt.when(row["watermark_ts"]),
                 "updated": fmt.when(row["updated_ts"]),
                 "step": fmt.duration(step) if step else fmt.DASH,
+                "skipped": skipped_text(detail),
             }
         )
     return rows
@@ -53,6 +64,7 @@ def collection_table(snap: Snapshot) -> Any:
         ("Collected up to", lambda r: r["watermark"]),
         ("Last collection", lambda r: r["updated"]),
         ("Step", lambda r: r["step"]),
+        ("Series skipped or changed", lambda r: r["skipped"]),
     ]
     return html_table("health-collection", columns, rows)
 
@@ -111,7 +123,9 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
         section(
             "Collection",
             collection_table(snap),
-            note="Per cluster and source: the point up to which collection is complete.",
+            note="Per cluster and source: the point up to which collection is complete. Series "
+            "skipped or changed: what the last collection did not store as Prometheus sent it, "
+            "by reason (no GPU UUID, a label longer than the store keeps, malformed values).",
         ),
         section(
             "Nodes",
