@@ -10,11 +10,8 @@ per field: a :class:`~gpuwatch.collectors.promjson.Matrix`, or the decoded JSON 
                  "instance": "10.0.0.7:9400"},
       "values": [[1763251200, "0.41"], [1763251260, "0.43"]]}]
 
-Label variants are absorbed here: the configured label schema gives, per fact, the labels to try
-in order (``exported_pod`` before ``pod``, ``UUID`` before ``uuid``, ...). For the pod, the choice
-is made per exporter (scrape target and node): when any series of an exporter carries the preferred
-``exported_*`` label, that exporter's plain ``pod``/``namespace`` name the exporter itself and are
-ignored.
+Label variants (``exported_pod`` or ``pod``, ``UUID`` or ``uuid``, ...) are absorbed by
+:mod:`gpuwatch.collectors.dcgm_labels`.
 
 Each series' labels are screened against what the store holds (:mod:`gpuwatch.collectors.screen`):
 a series without a GPU UUID, or whose labels do not fit, is skipped and counted
@@ -27,16 +24,20 @@ array operations, so a page costs no Python work per point.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from gpuwatch.collectors import promjson, screen
+from gpuwatch.collectors.dcgm_labels import (
+    REMEMBERED_SERIES,
+    label_facts,
+    pod_label_choice,
+    series_identity,
+)
 from gpuwatch.collectors.page import (
     IDENTITY_COLUMNS,
     OUTPUT_COLUMNS,
@@ -70,90 +71,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
 #: Fields whose series decide a sample's pod attribution, in order of preference.
 ATTRIBUTION_ORDER = ("util_prof", "util_dev_pct", "fb_used_mib")
 Results = Mapping[str, Matrix | Sequence[Mapping[str, Any]]]
-#: Series whose labels' meaning is remembered between pages (a fleet's series come back every
-#: page; a few thousand bytes each).
-_REMEMBERED_SERIES = 1 << 15
-
-
-def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:
-    for name in names:
-        value = labels.get(name)
-        if value:
-            return value
-    return None
-
-
-#: One exporter as seen through its series: (job, instance, node). The node is part of it
-#: because one scrape target can carry several exporters' series (federation, aggregation).
-Target = tuple[str, str, str]
-
-
-def _target(labels: Mapping[str, str], variants: LabelVariants) -> Target:
-    node = _first(labels, variants.hostname) or ""
-    return labels.get("job", ""), labels.get("instance", ""), node
-
-
-@functools.lru_cache(maxsize=_REMEMBERED_SERIES)
-def _label_facts(key: bytes, variants: LabelVariants) -> tuple[dict[str, str], Target, int | None]:
-    """A series' labels (from their JSON bytes), its exporter, and the index in
-    ``variants.pod`` of the first pod label it carries (None: none)."""
-    labels: dict[str, str] = orjson.loads(key)
-    preferred = next((n for n, name in enumerate(variants.pod) if labels.get(name)), None)
-    return labels, _target(labels, variants), preferred
-
-
-def pod_label_choice(results: Mapping[str, Matrix], variants: LabelVariants) -> dict[Target, int]:
-    """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses."""
-    choice: dict[Target, int] = {}
-    for matrix in results.values():
-        for key in matrix.keys:
-            _, target, index = _label_facts(key, variants)
-            if index is not None:
-                choice[target] = min(index, choice.get(target, index))
-    return choice
-
-
-def _slot(labels: Mapping[str, str]) -> int:
-    raw = labels.get("vgpu", "")
-    if not raw:
-        return 0
-    match = re.search(r"(\d+)$", raw)
-    return int(match.group(1)) if match else 0
-
-
-def series_identity(
-    labels: Mapping[str, str], variants: LabelVariants, pod_index: int | None
-) -> dict[str, Any] | None:
-    """The GPU unit and attribution a series' labels describe; None without a GPU UUID."""
-    uuid = _first(labels, variants.uuid)
-    if not uuid:
-        return None
-    gi = labels.get("GPU_I_ID", "")
-    attributed: dict[str, str | None] = {"pod": None, "namespace": None, "container": None}
-    if pod_index is not None:
-        for fact in ("pod", "namespace", "container"):
-            names: tuple[str, ...] = getattr(variants, fact)
-            name = names[min(pod_index, len(names) - 1)]
-            attributed[fact] = labels.get(name) or None
-    if attributed["pod"] is None:
-        attributed["namespace"] = attributed["container"] = None
-    hostname_label = next((n for n in variants.hostname if labels.get(n)), None)
-    style = "exported" if pod_index == 0 and len(variants.pod) > 1 else "standard"
-    if hostname_label and hostname_label != variants.hostname[0]:
-        style += "+" + hostname_label
-    return {
-        "uuid": uuid,
-        "mig_gi_id": int(gi) if gi.isdigit() else -1,
-        "slot": _slot(labels),
-        "has_vgpu": bool(labels.get("vgpu")),
-        "node": labels.get(hostname_label) if hostname_label else None,
-        "model_name": labels.get("modelName") or None,
-        "mig_profile": labels.get("GPU_I_PROFILE") or None,
-        "gpu_index": int(labels["gpu"]) if labels.get("gpu", "").isdigit() else None,
-        "device": labels.get("device") or None,
-        "label_style": style,
-        **attributed,
-    }
 
 
 @dataclass(frozen=True)
@@ -172,11 +89,11 @@ class _SeriesTable:
 Found = tuple[tuple[dict[str, Any], tuple[Any, ...]] | None, tuple[str, ...]]
 
 
-@functools.lru_cache(maxsize=_REMEMBERED_SERIES)
+@functools.lru_cache(maxsize=REMEMBERED_SERIES)
 def _identity(key: bytes, variants: LabelVariants, pod_index: int | None) -> Found:
     """:func:`series_identity` of a series' labels, screened for the store, remembered from
     page to page (the same series come back every page)."""
-    identity = series_identity(_label_facts(key, variants)[0], variants, pod_index)
+    identity = series_identity(label_facts(key, variants)[0], variants, pod_index)
     if identity is None:
         return None, (screen.NO_UUID,)
     fixed, notes = screen.screen_identity(identity)
@@ -200,7 +117,7 @@ def _identities(
             matrix.keys, matrix.labels, counts, bad, strict=True
         ):
             found, reasons = (None, ()) if not count else _identity(
-                key, variants, choice.get(_label_facts(key, variants)[1])
+                key, variants, choice.get(label_facts(key, variants)[1])
             )  # fmt: skip
             for reason in reasons:
                 issues.add(reason, key, labels)

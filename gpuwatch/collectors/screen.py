@@ -77,8 +77,8 @@ def _control(text: str) -> bool:
 
 
 def screen_identity(identity: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
-    """``identity`` (:func:`gpuwatch.collectors.dcgm.series_identity`) made fit for the store:
-    (the identity, or None when the series is skipped; the reasons, empty when unchanged)."""
+    """``identity`` (:func:`gpuwatch.collectors.dcgm_labels.series_identity`) made fit for the
+    store: (the identity, or None when the series is skipped; the reasons, empty when unchanged)."""
     for fact in KEY_FACTS:
         value = identity.get(fact)
         if not isinstance(value, str):
