@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpuwatch.config.sections import (
     AlertSettings,
+    DashboardSettings,
     Duration,
     KubernetesSettings,
     LabelName,
@@ -34,6 +35,7 @@ from gpuwatch.config.sections import (
 __all__ = [
     "AlertSettings",
     "ConfigError",
+    "DashboardSettings",
     "Duration",
     "KubernetesSettings",
     "LabelName",
@@ -68,6 +70,7 @@ ENV_SHORTHANDS: dict[str, tuple[str, ...]] = {
     "GPUWATCH_KUBERNETES_CONTEXT": ("kubernetes", "context"),
 }
 _META_ENV = {CONFIG_ENV}
+_MASKED = "***"
 
 
 class ConfigError(Exception):
@@ -90,6 +93,7 @@ class Settings(BaseSettings):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -201,7 +205,11 @@ def _describe(error: dict[str, Any], path: Path | None, origin: dict[tuple[str, 
     if error["type"] == "extra_forbidden":
         message = "unknown key"
     elif "input" in error and not isinstance(error["input"], dict | list):
-        shown = "***" if "header" in key or "database_url" in key else repr(error["input"])
+        shown = (
+            "***"
+            if any(s in key for s in ("header", "database_url", "password"))
+            else repr(error["input"])
+        )
         message = f"{message} (got {shown})"
     return f"{key} in {where}: {message}"
 
@@ -231,4 +239,6 @@ def settings_as_yaml(settings: Settings) -> str:
     data = settings.model_dump(mode="json")
     data["database_url"] = settings.safe_database_url()
     data["prometheus"]["headers"] = dict.fromkeys(settings.prometheus.headers, "***")
+    if settings.dashboard.password is not None:
+        data["dashboard"]["password"] = _MASKED
     return yaml.safe_dump(data, sort_keys=False)
