@@ -37,6 +37,6 @@ WORKDIR /home/gpuwatch
 EXPOSE 8050
 # The dashboard's health; other roles set HEALTHCHECK_URL (the simulators) or turn it off.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(os.environ.get('HEALTHCHECK_URL', 'http://127.0.0.1:8050/'), timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(os.environ.get('HEALTHCHECK_URL', 'http://127.0.0.1:8050/healthz'), timeout=4)"]
 ENTRYPOINT ["gpuwatch"]
 CMD ["serve", "--host", "0.0.0.0", "--port", "8050"]

@@ -43,7 +43,14 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 GPUWATCH_IMAGE = f"gpuwatch:{__version__}"
-_INTERPOLATION = re.compile(r"\$\{(\w+):-([^}]*)\}")
+_INTERPOLATION = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
+ENV_EXAMPLE = ROOT / ".env.example"
+#: What a user puts in .env: every variable .env.example names, set.
+DOT_ENV = {"POSTGRES_PASSWORD": "pg-from-dot-env", "GRAFANA_ADMIN_PASSWORD": "gf-from-dot-env"}
+
+
+class MissingVariable(Exception):
+    """Compose would refuse to start: a required variable is unset or empty."""
 
 
 def _compose() -> dict[str, Any]:
@@ -58,9 +65,19 @@ def _gpuwatch_services() -> dict[str, dict[str, Any]]:
     return {n: s for n, s in _services().items() if s.get("image") == GPUWATCH_IMAGE}
 
 
-def _interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with every variable unset."""
-    return _INTERPOLATION.sub(lambda m: m[2], value)
+def _interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR}``, ``${VAR:-default}`` and ``${VAR:?error}`` (default: .env set)."""
+    env = DOT_ENV if env is None else env
+
+    def one(match: re.Match[str]) -> str:
+        name, kind, rest = match[1], match[2], match[3]
+        if env.get(name):
+            return env[name]
+        if kind == "?":
+            raise MissingVariable(f"{name}: {rest}")
+        return rest if kind == "-" else ""
+
+    return _INTERPOLATION.sub(one, value)
 
 
 def _mounts(service: dict[str, Any]) -> dict[str, str]:
@@ -189,6 +206,43 @@ def test_the_compose_environment_is_a_valid_configuration() -> None:
     assert settings.database_url_value == expected
     assert settings.kubernetes.kubeconfig in _mounts(collector)
     assert env == {k: _interpolate(str(v)) for k, v in services["dashboard"]["environment"].items()}
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+def test_compose_has_no_default_passwords_and_refuses_to_start_without_them() -> None:
+    text = COMPOSE.read_text(encoding="utf-8")
+    used = {m[1]: m[2] for m in _INTERPOLATION.finditer(text)}
+    secrets = {name for name in used if re.search("PASSWORD|SECRET|TOKEN", name)}
+    assert secrets == {"POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"}
+    for name in secrets:
+        assert used[name] == "?", f"{name} must be required (${{{name}:?...}}), not defaulted"
+    example = dict(
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert set(example) == secrets and not any(example.values())
+    for name in secrets:
+        refused = [s for s in _strings(_compose()) if f"${{{name}:?" in s]
+        assert refused
+        for value in refused:
+            with pytest.raises(MissingVariable, match=name):
+                _interpolate(value, example)
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_grafana_has_no_anonymous_access() -> None:
+    environment = _services()["grafana"]["environment"]
+    assert str(environment.get("GF_AUTH_ANONYMOUS_ENABLED", "false")).lower() == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in environment
+    assert _interpolate(environment["GF_SECURITY_ADMIN_PASSWORD"]) == "gf-from-dot-env"
 
 
 def test_mounted_files_exist_and_are_wired() -> None:

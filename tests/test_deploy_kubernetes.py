@@ -35,7 +35,16 @@ WORKLOAD_KINDS = {"Deployment", "CronJob", "Job", "StatefulSet", "DaemonSet"}
 
 
 def _manifest_files() -> list[Path]:
-    return sorted(p for p in KUBE.glob("*.yaml") if p.name != "kustomization.yaml")
+    return sorted(
+        p
+        for p in KUBE.glob("*.yaml")
+        if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
+    )
+
+
+def _examples() -> list[dict[str, Any]]:
+    text = (KUBE / "secret.example.yaml").read_text(encoding="utf-8")
+    return [d for d in yaml.safe_load_all(text) if d]
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -96,8 +105,8 @@ def test_every_manifest_parses_and_names_itself() -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "ConfigMap",
-        "Secret",
         "Deployment",
+        "NetworkPolicy",
         "Service",
         "CronJob",
         "PersistentVolumeClaim",
@@ -211,7 +220,7 @@ def test_the_dashboard_is_probed_and_served() -> None:
     port = int(container["args"][container["args"].index("--port") + 1])
     assert container["ports"][0]["containerPort"] == port
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/", "port": "http"}
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
     service = _one("Service", "gpuwatch-dashboard")
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
@@ -228,7 +237,7 @@ def test_the_configmap_and_secret_make_a_valid_configuration(tmp_path: Path) -> 
     config = _one("ConfigMap", "gpuwatch-config")
     path = tmp_path / "gpuwatch.yaml"
     path.write_text(config["data"]["gpuwatch.yaml"])
-    secret = _one("Secret", "gpuwatch-database")
+    (secret,) = [d for d in _examples() if d["metadata"]["name"] == "gpuwatch-database"]
     url = secret["stringData"]["database-url"]
     settings = load_settings(
         None, environ={"GPUWATCH_CONFIG": str(path), "GPUWATCH_DATABASE_URL": url}
@@ -273,3 +282,130 @@ def test_kustomize_builds_the_manifests() -> None:
     assert names == sorted((d["kind"], d["metadata"]["name"]) for d in _documents())
     (rule,) = [d for d in built if d["kind"] == "PrometheusRule"]
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def _built() -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl not installed: `make system-deps` installs kubernetes-client")
+        pytest.skip("kubectl not installed (kustomize build not checked)")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(KUBE)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, selector
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _pod_labels(doc: dict[str, Any]) -> dict[str, str]:
+    template = (
+        doc["spec"]["jobTemplate"]["spec"]["template"]
+        if doc["kind"] == "CronJob"
+        else doc["spec"]["template"]
+    )
+    return dict(template["metadata"]["labels"])
+
+
+def test_every_workload_has_its_own_network_policy() -> None:
+    built = _built()
+    policies = [d for d in built if d["kind"] == "NetworkPolicy"]
+    default = [p for p in policies if p["spec"]["podSelector"] == {}]
+    assert len(default) == 1 and sorted(default[0]["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+    assert "ingress" not in default[0]["spec"] and "egress" not in default[0]["spec"]
+    own = {}
+    for doc in (d for d in built if d["kind"] in WORKLOAD_KINDS):
+        labels = _pod_labels(doc)
+        (policy,) = [
+            p
+            for p in policies
+            if p["spec"]["podSelector"] and _selects(p["spec"]["podSelector"], labels)
+        ]
+        assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+        own[doc["metadata"]["name"]] = policy["spec"]
+    dashboard = own["gpuwatch-dashboard"]
+    (rule,) = dashboard["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8050}]
+    assert rule["from"] and all("namespaceSelector" in peer for peer in rule["from"])
+    for name in ("gpuwatch-collector", "gpuwatch-weekly-report"):
+        assert own[name]["ingress"] == [], name
+    for name, spec in own.items():
+        ports = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
+        assert {("UDP", 53), ("TCP", 53), ("TCP", 5432)} <= ports, name
+    collector = {
+        (p["protocol"], p["port"]) for r in own["gpuwatch-collector"]["egress"] for p in r["ports"]
+    }
+    assert {("TCP", 9090), ("TCP", 443), ("TCP", 6443)} <= collector
+
+
+def test_no_secret_with_a_value_is_applied() -> None:
+    built = _built()
+    for doc in built:
+        if doc["kind"] == "Secret":
+            assert not doc.get("data") and not doc.get("stringData"), doc["metadata"]["name"]
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    assert "secretGenerator" not in kustomization
+    assert not [r for r in kustomization["resources"] if "example" in r]
+    referenced = set()
+    for doc in _workloads():
+        for container in _containers(_pod_spec(doc)):
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    referenced.add((ref["name"], ref["key"]))
+    shown = {(d["metadata"]["name"], key) for d in _examples() for key in d["stringData"]}
+    assert referenced - {("gpuwatch-prometheus", "headers")} <= shown
+
+
+def test_every_image_is_set_through_the_kustomization() -> None:
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    entries = {entry["name"]: entry for entry in kustomization["images"]}
+    for doc in _workloads():
+        for container in _containers(_pod_spec(doc)):
+            name = container["image"].split("@")[0].rsplit(":", 1)[0]
+            assert name in entries, f"{container['image']} is not named in images:"
+    built = _built()
+    for doc in (d for d in built if d["kind"] in WORKLOAD_KINDS):
+        for container in _containers(_pod_spec(doc)):
+            entry = entries["gpuwatch"]
+            assert container["image"] == f"{entry['newName']}:{entry['newTag']}"
+
+
+def test_an_image_digest_pins_every_container(tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(KUBE, overlay)],
+                "images": [
+                    {
+                        "name": "gpuwatch",
+                        "newName": "registry.example.com/gpuwatch",
+                        "digest": digest,
+                    }
+                ],
+            }
+        )
+    )
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed (kustomize build not checked)")
+    result = subprocess.run(
+        [kubectl, "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+    images = {
+        c["image"] for d in built if d["kind"] in WORKLOAD_KINDS for c in _containers(_pod_spec(d))
+    }
+    assert images == {f"registry.example.com/gpuwatch@{digest}"}

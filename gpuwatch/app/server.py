@@ -18,6 +18,7 @@ from flask import current_app
 from sqlalchemy import Engine
 
 from gpuwatch.app.data import DashboardData, Snapshot
+from gpuwatch.app.security import HEALTH_ENDPOINT, harden
 from gpuwatch.config import Settings
 
 PAGE_MODULES = (
@@ -78,8 +79,10 @@ def create_app(
 ) -> Dash:
     """A Dash app serving the dashboard on ``engine``.
 
-    With ``warm`` the first snapshot of the store and the default views are computed in a
-    background thread right away, so the first visitor does not wait for them.
+    Every response carries the security headers of :mod:`gpuwatch.app.security`, and
+    ``settings.dashboard.auth`` decides who may ask. With ``warm`` the first snapshot of the
+    store and the default views are computed in a background thread right away, so the first
+    visitor does not wait for them.
     """
     app = Dash(
         __name__,
@@ -88,7 +91,9 @@ def create_app(
         title="gpuwatch",
         suppress_callback_exceptions=True,
         update_title="",
+        health_endpoint=HEALTH_ENDPOINT,
     )
+    harden(app, settings.dashboard)
     source = DataSource(engine, settings, data or DashboardData(engine, settings))
     for warmer in _warmers():
         source.data.warmers.append(_bound(warmer, source.data))

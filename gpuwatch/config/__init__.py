@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpuwatch.config.sections import (
     AlertSettings,
+    DashboardSettings,
     Duration,
     KubernetesSettings,
     LabelName,
@@ -34,6 +35,7 @@ from gpuwatch.domain.redact import MASK, mask_text, mask_url, url_password
 __all__ = [
     "AlertSettings",
     "ConfigError",
+    "DashboardSettings",
     "Duration",
     "KubernetesSettings",
     "LabelName",
@@ -90,6 +92,7 @@ class Settings(BaseSettings):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -258,6 +261,8 @@ def settings_as_yaml(settings: Settings) -> str:
     data["database_url"] = settings.safe_database_url()
     data["prometheus"]["url"] = mask_url(settings.prometheus.url)
     data["prometheus"]["headers"] = dict.fromkeys(settings.prometheus.headers, MASK)
+    if settings.dashboard.password is not None:
+        data["dashboard"]["password"] = MASK
     text = yaml.safe_dump(data, sort_keys=False)
     # SecretStr fields dump as "**********"; any secret elsewhere is masked as text.
     return mask_text(text, settings.secret_values())

@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     PlainSerializer,
     SecretStr,
     field_validator,
@@ -216,3 +217,30 @@ class StorageSettings(_Section):
         if value.total_seconds() < DAY_S:
             raise ValueError("must be at least 1d")
         return value
+
+
+_HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$"
+
+
+class DashboardSettings(_Section):
+    """Who may open the dashboard: nobody is asked (none), HTTP basic, or a trusted proxy."""
+
+    auth: Literal["none", "basic", "proxy"] = "none"
+    username: str | None = Field(default=None, min_length=1, max_length=256)
+    password: SecretStr | None = None
+    proxy_user_header: str = Field(default="X-Forwarded-User", pattern=_HEADER_NAME)
+    trusted_proxies: list[IPvAnyNetwork] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _complete(self) -> DashboardSettings:
+        password = self.password.get_secret_value() if self.password else ""
+        if self.auth == "basic" and not (self.username and password):
+            raise ValueError(
+                "auth basic needs dashboard.username and dashboard.password "
+                "(GPUWATCH_DASHBOARD__USERNAME, GPUWATCH_DASHBOARD__PASSWORD)"
+            )
+        if self.auth == "proxy" and not self.trusted_proxies:
+            raise ValueError(
+                "auth proxy needs dashboard.trusted_proxies: the addresses or CIDRs of the proxy"
+            )
+        return self

@@ -6,15 +6,18 @@ page shows how user-controlled strings are rendered. Screenshots go to artifacts
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from werkzeug.serving import make_server
 
 from gpuwatch.app.data import DashboardData
@@ -39,17 +42,44 @@ HEADLESS_FLAGS = (
 )
 
 
+#: Statements that change a database: the dashboard must never issue one.
+WRITES = re.compile(
+    r"^\s*(INSERT|UPDATE|DELETE|REPLACE|UPSERT|MERGE|CREATE|DROP|ALTER|TRUNCATE|VACUUM|"
+    r"REINDEX|ANALYZE|ATTACH|DETACH|PRAGMA\s+\w+\s*=)",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class Served:
     url: str
     engine: Engine
     settings: Settings
     hostile_pod_id: int
+    path: Path
+    #: sha256 of the SQLite file before the dashboard started
+    digest: str
+    #: every SQL statement the store's engine issued while serving
+    statements: list[str]
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _recorded(engine: Engine) -> list[str]:
+    statements: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def record(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    return statements
 
 
 def _make_hostile(path: Path) -> int:
     """Give one recently running pod (and its workload) a name that is markup."""
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         (pod_id,) = conn.execute(
             "SELECT pod_id FROM gpu_samples WHERE pod_id IS NOT NULL "
             "ORDER BY ts DESC, gpu_id LIMIT 1"
@@ -58,6 +88,8 @@ def _make_hostile(path: Path) -> int:
             "UPDATE pods SET name = ?, workload_name = ?, workload_kind = 'Pod' WHERE id = ?",
             (HOSTILE, HOSTILE, pod_id),
         )
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return int(pod_id)
 
 
@@ -68,14 +100,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     path = Path(tmp_path_factory.mktemp("browser-fleet")) / "fleet.db"
     build_demo_database(path, days=3, step_s=900, seed=7, now_ts=NOW_TS)
     pod_id = _make_hostile(path)
+    digest = file_digest(path)
     engine = make_engine(f"sqlite:///{path}")
+    statements = _recorded(engine)
     settings = Settings()
     app = create_app(engine, settings, data=DashboardData(engine, settings), warm=True)
     server = make_server("127.0.0.1", 0, app.server, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Served(f"http://127.0.0.1:{server.server_port}", engine, settings, pod_id)
+        url = f"http://127.0.0.1:{server.server_port}"
+        yield Served(url, engine, settings, pod_id, path, digest, statements)
     finally:
         server.shutdown()
         thread.join(timeout=30)
