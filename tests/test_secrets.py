@@ -38,6 +38,7 @@ PROM_PASSWORD = "PlantedProm/Pass"
 PROM_PASSWORD_ENCODED = "PlantedProm%2FPass"
 BEARER = "PlantedBearerToken123"
 KUBE_TOKEN = "PlantedKubeToken456"
+DASHBOARD_PASSWORD = "PlantedDash:Pass@77"
 PLANTED = (
     DB_PASSWORD,
     DB_PASSWORD_ENCODED,
@@ -47,6 +48,8 @@ PLANTED = (
     "PlantedProm",
     BEARER,
     KUBE_TOKEN,
+    DASHBOARD_PASSWORD,
+    "PlantedDash",
 )
 
 
@@ -130,6 +133,9 @@ def planted_env(
         "GPUWATCH_KUBERNETES__RETRIES": "0",
         "GPUWATCH_KUBECONFIG": str(kubeconfig),
         "GPUWATCH_CLUSTER": "secrets",
+        "GPUWATCH_DASHBOARD__AUTH": "basic",
+        "GPUWATCH_DASHBOARD__USERNAME": "viewer",
+        "GPUWATCH_DASHBOARD__PASSWORD": DASHBOARD_PASSWORD,
     }
 
 
@@ -208,7 +214,7 @@ CASES: list[tuple[tuple[str, ...], list[str], int]] = [
     (("demo",), ["demo", "--no-serve", "--days", "1", "--step", "1h", "--db", "{tmp}/demo.db"], 0),
 ]
 SERVERS: list[tuple[tuple[str, ...], list[str], str]] = [
-    (("serve",), ["-v", "serve", "--port", "{port}"], "http://127.0.0.1:{port}/"),
+    (("serve",), ["-v", "serve", "--port", "{port}"], "http://127.0.0.1:{port}/healthz"),
     (
         ("simulate", "exporter"),
         ["simulate", "exporter", "--port", "{port}"],
