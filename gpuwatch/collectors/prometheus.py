@@ -5,6 +5,10 @@ which runs the readiness check. Range queries go through the same ``requests`` s
 the answer's bytes themselves: they are asked for uncompressed (compressing a page of a large
 fleet costs Prometheus more time than sending it) and decoded straight into arrays by
 :mod:`gpuwatch.collectors.promjson`, never into Python lists.
+
+Every request has a timeout, and the requests of one page, retries included, have
+``page_timeout_s`` in all. They run in a daemon thread (:mod:`gpuwatch.collectors.stop`) while
+the calling thread waits on their answers or on the stop request.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import orjson
@@ -27,6 +32,7 @@ from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.collectors.stop import NEVER, Stop, Worker
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +116,8 @@ class PrometheusSource:
         retries: int = 3,
         backoff_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        page_timeout_s: float = 600.0,
+        stop: Stop = NEVER,
     ) -> None:
         self.url = url
         self.catalogue = catalogue
@@ -117,6 +125,8 @@ class PrometheusSource:
         self.backoff_s = backoff_s
         self.timeout_s = max(1.0, float(timeout_s))
         self._sleep = sleep
+        self.page_timeout_s = page_timeout_s
+        self.stop = stop
         # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
         self._session = requests.Session()
         self._client = PrometheusConnect(
@@ -129,7 +139,8 @@ class PrometheusSource:
         self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep)
+        stop = None if self.stop is NEVER else self.stop
+        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep, stop=stop)
         try:
             return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
         except RetriesExhausted as done:
@@ -175,20 +186,29 @@ class PrometheusSource:
             for chunk in _chunks(query, coarse_first, coarse_last, coarse_s)
         ]
         parts: dict[str, list[Matrix]] = {field: [] for field, _ in wanted}
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
-            # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
-            bodies: list[Future[bytes]] = []
-            try:
-                for index, (field, _) in enumerate(wanted):
-                    while len(bodies) < min(len(wanted), index + _AHEAD):
-                        bodies.append(pool.submit(self._range_body, wanted[len(bodies)][1]))
-                    body = bodies[index].result()
-                    bodies[index] = _DONE  # the answer is not kept once decoded
-                    parts[field].append(self._decode(body))
-            finally:
-                for pending in bodies:
-                    pending.cancel()
+        deadline = time.monotonic() + self.page_timeout_s
+        pool = Worker("gpuwatch-http")
+        # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
+        bodies: list[Future[bytes]] = []
+        try:
+            for index, (field, _) in enumerate(wanted):
+                while len(bodies) < min(len(wanted), index + _AHEAD):
+                    bodies.append(pool.submit(partial(self._range_body, wanted[len(bodies)][1])))
+                body = self._wait(bodies[index], deadline)
+                bodies[index] = _DONE  # the answer is not kept once decoded
+                parts[field].append(self._decode(body))
+        finally:
+            pool.close()
         return {field: promjson.concat(matrices) for field, matrices in parts.items()}
+
+    def _wait(self, answer: Future[bytes], deadline: float) -> bytes:
+        try:
+            return self.stop.wait_for(answer, max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise PrometheusError(
+                f"Prometheus at {self.url} did not answer one page's queries within "
+                f"{self.page_timeout_s:g}s (prometheus.page_timeout)"
+            ) from None
 
     def _range_body(self, params: Mapping[str, str]) -> bytes:
         body: bytes = self._call("a range query", lambda: self._get("query_range", params))
@@ -205,3 +225,20 @@ class PrometheusSource:
     def check(self) -> None:
         """Fail early, with the reason, when Prometheus cannot be reached."""
         self._call("the readiness query", lambda: self._client.custom_query("vector(1)"))
+
+    def has_series(self, start_ts: int, end_ts: int, step_s: int) -> bool:
+        """Whether any DCGM series read every step has a reading that the grid instants
+        ``start_ts <= t < end_ts`` cover (``(start_ts - step, last instant]``)."""
+        last = end_ts - step_s
+        if last < start_ts:
+            return False
+        fields = [f for f in self.catalogue.fields if not (f.capacity or f.nonzero_only)]
+        span = f"[{last - start_ts + step_s}s]"
+        query = " or ".join(
+            f"last_over_time({self.catalogue.selector(f.metric)}{span})" for f in fields
+        )
+        params = {"query": f"count({query})", "time": str(last)}
+        query_once = partial(self._get, "query", params)
+        body = self.stop.run(lambda: self._call("a series query", query_once))
+        result = orjson.loads(body).get("data", {}).get("result", [])
+        return bool(result) and float(result[0]["value"][1]) > 0
