@@ -285,7 +285,8 @@ class KubeSource:
         except TimeoutError:
             raise KubeError(
                 f"Kubernetes API at {self._host} did not finish listing {resource} within "
-                f"{self.list_timeout_s:g}s (kubernetes.list_timeout; {pages} pages read)"
+                f"{self.list_timeout_s:g}s (kubernetes.list_timeout; {pages} page"
+                f"{'' if pages == 1 else 's'} read)"
             ) from None
 
     def _page(self, resource: str, method: Callable[..., Any], token: str | None) -> dict[str, Any]:
