@@ -278,3 +278,20 @@ def test_a_window_of_more_pages_than_allowed_is_a_usage_error(tmp_path: Path) ->
     assert result.returncode == 2
     assert "is 6 pages of 1h, more than prometheus.max_pages (3)" in result.stderr
     assert _watermark(env) is None
+
+
+@pytest.mark.prometheus
+def test_an_empty_window_says_there_is_nothing_new(
+    prometheus: PrometheusProcess, tmp_path: Path
+) -> None:
+    env = _prom_env(tmp_path, prometheus)
+    hour = START + 3600
+    first = _cli("collect", "--no-kubernetes", "--start", when(START), "--end", when(hour), env=env)
+    assert first.returncode == 0, first.stderr
+    again = _cli("collect", "--no-kubernetes", "--end", when(hour), env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("collected 0 samples")
+    assert (
+        f"collect: nothing new to collect: the window ends where it starts, at {when(hour)}"
+        in again.stderr
+    )

@@ -244,6 +244,15 @@ def collect_command(
         raise click.BadParameter(str(exc), param_hint="--interval") from None
     if follow and end_ts is not None:
         raise click.UsageError("--follow collects up to now: it takes no --end")
+    stop = _stop_on_signals()
+    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes)
+    _end_first_round(app, done, stop, follow)
+    if follow:
+        _follow(app, stop, pause_s, not no_kubernetes)
+
+
+def _stop_on_signals() -> Stop:
+    """A stop request that SIGTERM and SIGINT set."""
     stop = Stop()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -251,16 +260,30 @@ def collect_command(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes)
+    return stop
+
+
+def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> None:
+    """Report the first round; a one-shot collection stopped by a signal exits 128 + signal."""
     if not follow and stop.is_set():
         click.echo(
             f"gpuwatch: interrupted by {_signal_name(stop)}: {_written(app, done)}", err=True
         )
         raise click.exceptions.Exit(128 + (stop.signum or signal.SIGINT))
     _end_round(app, done, stop)
+    if not follow and done.stats is not None and not done.stats.pages:
+        click.echo(
+            f"collect: nothing new to collect: the window ends where it starts, at "
+            f"{_when(done.window.start_ts)}",
+            err=True,
+        )
+
+
+def _follow(app: AppContext, stop: Stop, pause_s: float, with_kube: bool) -> None:
+    """Further rounds every ``pause_s`` until a signal; each ends after its current write."""
     compacted_ts = 0
-    while follow and not stop.wait(pause_s):
-        _end_round(app, run_once(app, None, None, stop, not no_kubernetes), stop)
+    while not stop.wait(pause_s):
+        _end_round(app, run_once(app, None, None, stop, with_kube), stop)
         if stop.is_set():
             break
         if _now_ts() - compacted_ts >= COMPACT_EVERY_S:
