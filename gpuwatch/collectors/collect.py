@@ -236,8 +236,9 @@ def collect(
                 written, page_units, page_pods, page_stored_end = _write_page(
                     conn, cluster_id, frame, snap, window.step_s
                 )
-                stored_end = max(stored_end or page_stored_end, page_stored_end)
-                if stored_end:
+                if page_stored_end:
+                    stored_end = max(stored_end or 0, page_stored_end)
+                if stored_end is not None:
                     detail = {"samples": written, "page_start_ts": page_start}
                     mark = min(page_end, stored_end)
                     writer.advance_watermark(
