@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -22,8 +22,9 @@ from gpuwatch.collectors.collect import (
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
-from gpuwatch.domain.durations import HOUR_S, parse_duration, parse_instant
+from gpuwatch.domain.durations import HOUR_S, format_duration, parse_duration, parse_instant
 from gpuwatch.store import writer
 
 #: ``--follow`` applies the storage retention (``db compact``) at most this often.
@@ -32,6 +33,10 @@ COMPACT_EVERY_S = HOUR_S
 
 def _now_ts() -> int:
     return int(datetime.now(UTC).timestamp())
+
+
+def _when(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _instant(value: str | None, flag: str, now: datetime) -> int | None:
@@ -43,7 +48,26 @@ def _instant(value: str | None, flag: str, now: datetime) -> int | None:
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
-def prometheus_source(settings: Settings) -> PrometheusSource:
+def _bounds(start: str | None, end: str | None, now: datetime) -> tuple[int | None, int | None]:
+    """``--start`` and ``--end`` as epoch seconds: a start in the future is a usage error, an end
+    in the future is clamped to now (and said so)."""
+    start_ts, end_ts = _instant(start, "--start", now), _instant(end, "--end", now)
+    now_ts = int(now.timestamp())
+    if start_ts is not None and start_ts > now_ts:
+        raise click.BadParameter(f"{_when(start_ts)} is in the future", param_hint="--start")
+    if end_ts is not None and end_ts > now_ts:
+        click.echo(
+            f"collect: --end {_when(end_ts)} is in the future: collecting up to now "
+            f"({_when(now_ts)})",
+            err=True,
+        )
+        end_ts = now_ts
+    if start_ts is not None and end_ts is not None and start_ts >= end_ts:
+        raise click.BadParameter(f"{_when(start_ts)} is not before --end", param_hint="--start")
+    return start_ts, end_ts
+
+
+def prometheus_source(settings: Settings, stop: Stop = NEVER) -> PrometheusSource:
     prom = settings.prometheus
     catalogue = Catalogue(tuple(prom.matchers), prom.cluster_label, settings.cluster)
     headers = {k: v.get_secret_value() for k, v in prom.headers.items()}
@@ -55,6 +79,8 @@ def prometheus_source(settings: Settings) -> PrometheusSource:
         prom.retries,
         max_series=prom.max_series,
         max_samples=prom.max_samples_per_request,
+        page_timeout_s=prom.page_timeout.total_seconds(),
+        stop=stop,
     )
 
 
@@ -77,39 +103,111 @@ def _progress_printer(window: Window) -> object:
     return show
 
 
-def run_once(
-    app: AppContext, start: int | None, end: int | None, stop: threading.Event, with_kube: bool
-) -> CollectStats:
-    settings = app.settings
-    engine = app.engine()
-    now_ts = _now_ts()
-    with engine.connect() as conn:
-        cluster_id = writer.ensure_cluster(conn, settings.cluster)
-        conn.commit()
+@dataclass(frozen=True)
+class Round:
+    """One collection: its window, and what was written (None: stopped before any write)."""
+
+    window: Window
+    stats: CollectStats | None
+
+
+def _resume_point(app: AppContext, now_ts: int) -> int | None:
+    """The stored resume point; one in the future (left by an older version) is repaired."""
+    with app.engine().begin() as conn:
+        cluster_id = writer.ensure_cluster(conn, app.settings.cluster)
+        repaired = writer.clamp_watermark(conn, cluster_id, SOURCE_PROMETHEUS, now_ts)
         watermark = writer.read_watermark(conn, cluster_id, SOURCE_PROMETHEUS)
+    if repaired is not None:
+        old, new = repaired
+        resume = (
+            f"resuming after the last stored sample, at {_when(new)}"
+            if new is not None
+            else "no sample is stored: starting from prometheus.lookback"
+        )
+        click.echo(
+            f"collect: the stored resume point {_when(old)} is in the future; {resume}", err=True
+        )
+    return watermark
+
+
+def _plan(app: AppContext, start: int | None, end: int | None, now_ts: int) -> Window:
+    prom = app.settings.prometheus
     window = plan_window(
         start_ts=start,
         end_ts=end,
-        watermark_ts=watermark,
-        lookback_s=int(settings.prometheus.lookback.total_seconds()),
+        watermark_ts=None if start is not None else _resume_point(app, now_ts),
+        lookback_s=int(prom.lookback.total_seconds()),
         now_ts=now_ts,
-        step_s=int(settings.prometheus.step.total_seconds()),
-        page_s=int(settings.prometheus.page.total_seconds()),
+        step_s=int(prom.step.total_seconds()),
+        page_s=int(prom.page.total_seconds()),
     )
+    pages = len(window.pages())
+    if pages > prom.max_pages:
+        raise click.UsageError(
+            f"the window from {_when(window.start_ts)} to {_when(window.end_ts)} is {pages} "
+            f"pages of {format_duration(prom.page)}, more than prometheus.max_pages "
+            f"({prom.max_pages}): collect it in parts with --start/--end, or raise the limit"
+        )
+    return window
+
+
+def run_once(
+    app: AppContext, start: int | None, end: int | None, stop: Stop, with_kube: bool
+) -> Round:
+    settings = app.settings
+    now_ts = _now_ts()
+    window = _plan(app, start, end, now_ts)
+    source = prometheus_source(settings, stop)
     try:
-        return collect(
-            engine,
+        stats = collect(
+            app.engine(),
             settings.cluster,
             window,
-            prometheus_source(settings),
-            KubeSource.from_settings(settings) if with_kube else None,
+            source,
+            KubeSource.from_settings(settings, stop) if with_kube else None,
             settings.prometheus.labels.variants(),
             now_ts,
             progress=_progress_printer(window),  # type: ignore[arg-type]
-            should_stop=stop.is_set,
+            stop=stop,
         )
+        if stats.pages and not stats.samples and not stop.is_set():
+            _explain_nothing_stored(source, stats, window.step_s)
+    except Interrupted:
+        return Round(window, None)
     except (PrometheusError, KubeError) as exc:
         raise RuntimeFailure(f"{exc} (nothing of the unfinished page was written)") from None
+    return Round(window, stats)
+
+
+def _explain_nothing_stored(source: PrometheusSource, stats: CollectStats, step_s: int) -> None:
+    """A window that stored no sample: fine where Prometheus has no DCGM series in it (said on
+    stderr), a failure where it has some."""
+    span = f"from {_when(stats.start_ts)} to {_when(stats.end_ts)}"
+    if source.has_series(stats.start_ts, stats.end_ts, step_s):
+        raise RuntimeFailure(
+            f"Prometheus at {source.url} has DCGM series {span} but none was stored: check "
+            "prometheus.labels.uuid and prometheus.matchers"
+        )
+    click.echo(f"collect: no DCGM series in Prometheus at {source.url} {span}", err=True)
+
+
+def _written(app: AppContext, done: Round) -> str:
+    """What a stopped round wrote, and where the next collection resumes."""
+    stats = done.stats
+    if stats is None or not stats.pages:
+        return "nothing was written"
+    with app.engine().connect() as conn:
+        cluster_id = writer.ensure_cluster(conn, app.settings.cluster)
+        mark = writer.read_watermark(conn, cluster_id, SOURCE_PROMETHEUS)
+    resume = f"; the next collect resumes at {_when(mark)}" if mark is not None else ""
+    return (
+        f"{stats.pages} of {len(done.window.pages())} pages written ({stats.samples:,} "
+        f"samples from {_when(stats.start_ts)} to {_when(stats.end_ts)}){resume}"
+    )
+
+
+def _signal_name(stop: Stop) -> str:
+    return signal.Signals(stop.signum).name if stop.signum else "a stop request"
 
 
 def _report(stats: CollectStats) -> None:
@@ -143,25 +241,66 @@ def collect_command(
     no_kubernetes: bool,
 ) -> None:
     """Collect DCGM samples and GPU pods into the store (idempotent; resumes where it stopped)."""
-    now = datetime.now(UTC)
-    start_ts, end_ts = _instant(start, "--start", now), _instant(end, "--end", now)
+    start_ts, end_ts = _bounds(start, end, datetime.now(UTC))
     try:
         pause_s = parse_duration(interval).total_seconds()
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--interval") from None
     if follow and end_ts is not None:
         raise click.UsageError("--follow collects up to now: it takes no --end")
-    stop = threading.Event()
+    stop = _stop_on_signals()
+    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes)
+    _end_first_round(app, done, stop, follow)
+    if follow:
+        _follow(app, stop, pause_s, not no_kubernetes)
 
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+
+def _stop_on_signals() -> Stop:
+    """A stop request that SIGTERM and SIGINT set."""
+    stop = Stop()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set_from_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    _report(run_once(app, start_ts, end_ts, stop, not no_kubernetes))
+    return stop
+
+
+def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> None:
+    """Report the first round; a one-shot collection stopped by a signal exits 128 + signal."""
+    if not follow and stop.is_set():
+        click.echo(
+            f"gpuwatch: interrupted by {_signal_name(stop)}: {_written(app, done)}", err=True
+        )
+        raise click.exceptions.Exit(128 + (stop.signum or signal.SIGINT))
+    _end_round(app, done, stop)
+    if not follow and done.stats is not None and not done.stats.pages:
+        click.echo(
+            f"collect: nothing new to collect: the window ends where it starts, at "
+            f"{_when(done.window.start_ts)}",
+            err=True,
+        )
+
+
+def _follow(app: AppContext, stop: Stop, pause_s: float, with_kube: bool) -> None:
+    """Further rounds every ``pause_s`` until a signal; each ends after its current write."""
     compacted_ts = 0
-    while follow and not stop.wait(pause_s):
-        _report(run_once(app, None, None, stop, not no_kubernetes))
+    while not stop.wait(pause_s):
+        _end_round(app, run_once(app, None, None, stop, with_kube), stop)
+        if stop.is_set():
+            break
         if _now_ts() - compacted_ts >= COMPACT_EVERY_S:
             compacted_ts = _now_ts()
             click.echo(describe_compaction(compact_store(app, compacted_ts)))
+
+
+def _end_round(app: AppContext, done: Round, stop: Stop) -> None:
+    """Report a round; a --follow round cut short by a signal also says what it wrote."""
+    if done.stats is not None:
+        _report(done.stats)
+    if stop.is_set() and (done.stats is None or done.stats.end_ts < done.window.end_ts):
+        click.echo(
+            f"collect: stopped by {_signal_name(stop)} during a round: {_written(app, done)}",
+            err=True,
+        )

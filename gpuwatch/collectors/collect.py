@@ -1,8 +1,12 @@
 """One collection: Kubernetes snapshot, then DCGM samples page by page, each page one transaction.
 
-The watermark (``collection_state``) moves to a page's end in the same transaction that writes the
-page, so an interrupted run loses nothing and the next run resumes at the first unwritten page.
-Every write is an upsert, so collecting a window again changes nothing.
+The watermark (``collection_state``) moves in the same transaction that writes a page, to the
+page's end or, where the samples stop before it, to the end of the last sample stored (never past
+it, nor past now), so an interrupted run loses nothing and the next run resumes at the first
+instant not yet stored. Every write is an upsert, so collecting a window again changes nothing.
+
+A stop request (:class:`~gpuwatch.collectors.stop.Stop`) ends the collection between pages, or
+while a page is being fetched (that page is dropped): what was written stays.
 
 While a page is written, the next one is fetched and parsed in a background thread (one page
 ahead, no more): Prometheus answers, and the answer is decoded, while the store writes. A failed
@@ -12,7 +16,7 @@ fetch surfaces when its page's turn comes, after the pages before it were writte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,6 +29,7 @@ from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.screen import SeriesIssues
+from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
@@ -126,11 +131,12 @@ def _write_page(
     frame: PageSamples,
     snap: KubeSnapshot | None,
     step_s: int,
-) -> tuple[int, set[int], set[int]]:
+) -> tuple[int, set[int], set[int], int]:
     """Write one page's samples (and the GPU units, nodes and pods they name); returns the
-    samples written and the store ids of the GPU units and pods the page names."""
+    samples written, the store ids of the GPU units and pods the page names, and the end of the
+    last sample's step (0 when nothing was written)."""
     if frame.empty:
-        return 0, set(), set()
+        return 0, set(), set(), 0
     frame = rows.resolve_nodes(frame, snap)
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
@@ -148,16 +154,20 @@ def _write_page(
     store_pods.raise_gpu_counts(conn, units_at_once(samples))
     rollup.roll_up_written(conn, samples, fresh)
     held = np.unique(samples.pod_id[~np.isnan(samples.pod_id)]).astype(np.int64).tolist()
-    return written, set(gpu_ids.values()), set(held)
+    stored_end = int(samples.ts.max()) + step_s if written else 0
+    return written, set(gpu_ids.values()), set(held), stored_end
 
 
 class _Pages:
     """Fetches and parses pages in a background thread, one page ahead of the writes."""
 
-    def __init__(self, source: SampleSource, window: Window, variants: LabelVariants) -> None:
+    def __init__(
+        self, source: SampleSource, window: Window, variants: LabelVariants, stop: Stop
+    ) -> None:
         self.source, self.window, self.variants = source, window, variants
         self.pages = window.pages()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-fetch")
+        self.stop = stop
+        self._pool = Worker("gpuwatch-fetch")
         self._next: Future[PageSamples] | None = None
 
     def _load(self, index: int) -> PageSamples:
@@ -169,7 +179,7 @@ class _Pages:
 
     def _submit(self, index: int) -> None:
         if index < len(self.pages):
-            self._next = self._pool.submit(self._load, index)
+            self._next = self._pool.submit(lambda: self._load(index))
 
     def get(self, index: int) -> PageSamples:
         """Page ``index`` (pages are asked for in order); starts fetching the next one."""
@@ -178,14 +188,16 @@ class _Pages:
         assert self._next is not None
         current, self._next = self._next, None
         try:
-            page = current.result()
+            page = self.stop.wait_for(current)
         finally:
             self._submit(index + 1)
         return page
 
     def close(self) -> None:
         """Drop a page fetched ahead (a fetch under way ends on its own)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._next is not None:
+            self._next.cancel()
+        self._pool.close()
 
 
 def collect(
@@ -197,36 +209,46 @@ def collect(
     variants: LabelVariants,
     now_ts: int,
     progress: Progress | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
+    stop: Stop = NEVER,
 ) -> CollectStats:
-    """Collect ``window``; returns what was written. Raises the sources' errors untouched."""
+    """Collect ``window``; returns what was written. Raises the sources' errors untouched, and
+    :class:`~gpuwatch.collectors.stop.Interrupted` when stopped before anything was written
+    (while the Kubernetes API was read); stopped later, returns what was written until then."""
     snap = kube.snapshot(now_ts) if kube is not None else None
     with engine.begin() as conn:
         cluster_id = writer.ensure_cluster(conn, cluster)
         if snap is not None:
             _write_snapshot(conn, cluster_id, snap)
             writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
-    fetcher = _Pages(prometheus, window, variants)
+    fetcher = _Pages(prometheus, window, variants, stop)
     pages = fetcher.pages
     total = done = 0
     units: set[int] = set()
     pods: set[int] = set()
     issues = SeriesIssues()
+    stored_end: int | None = None
     try:
         for index, (page_start, page_end) in enumerate(pages):
-            if should_stop():
+            if stop.is_set():
                 break
-            frame = fetcher.get(index)
+            try:
+                frame = fetcher.get(index)
+            except Interrupted:
+                break
             issues = issues.merge(frame.issues)
             with engine.begin() as conn:
-                written, page_units, page_pods = _write_page(
+                written, page_units, page_pods, page_stored_end = _write_page(
                     conn, cluster_id, frame, snap, window.step_s
                 )
-                detail: dict[str, Any] = {"samples": written, "page_start_ts": page_start}
-                detail["series_skipped"] = issues.counts()
-                writer.advance_watermark(
-                    conn, cluster_id, SOURCE_PROMETHEUS, page_end, now_ts, detail
-                )
+                if page_stored_end:
+                    stored_end = max(stored_end or 0, page_stored_end)
+                if stored_end is not None:
+                    detail: dict[str, Any] = {"samples": written, "page_start_ts": page_start}
+                    detail["series_skipped"] = issues.counts()
+                    mark = min(page_end, stored_end)
+                    writer.advance_watermark(
+                        conn, cluster_id, SOURCE_PROMETHEUS, mark, now_ts, detail
+                    )
             total += written
             units |= page_units
             pods |= page_pods

@@ -6,12 +6,18 @@ Client configuration as kubectl finds it: an explicit kubeconfig, else ``$KUBECO
 :mod:`gpuwatch.collectors.kube_parse`. Connection errors, 5xx and 429 are retried with
 exponential backoff; 401/403 fail at once naming the RBAC gpuwatch needs. Credentials never
 appear in messages.
+
+Every list is bounded: at most ``list_max_pages`` pages and ``list_timeout_s`` of wall time (its
+retries and restarts included), and a continue token the server already gave for that list is an
+error, never a loop. Each request runs in a daemon thread (:mod:`gpuwatch.collectors.stop`)
+while the calling thread waits on it or on the stop request.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -23,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.collectors.stop import NEVER, Stop
 
 if TYPE_CHECKING:
     from gpuwatch.config import Settings
@@ -102,6 +109,9 @@ class KubeSource:
         team_label: str = "team",
         base_delay_s: float = 0.5,
         max_delay_s: float = 8.0,
+        list_max_pages: int = 1000,
+        list_timeout_s: float = 300.0,
+        stop: Stop = NEVER,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.context = context
@@ -111,13 +121,19 @@ class KubeSource:
         self.team_label = team_label
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
+        self.list_max_pages = max(1, list_max_pages)
+        self.list_timeout_s = list_timeout_s
+        self.stop = stop
         self._api: Any = None
         self._host = ""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> KubeSource:
+    def from_settings(cls, settings: Settings, stop: Stop = NEVER) -> KubeSource:
         kube = settings.kubernetes
         return cls(
+            list_max_pages=kube.list_max_pages,
+            list_timeout_s=kube.list_timeout.total_seconds(),
+            stop=stop,
             kubeconfig=kube.kubeconfig,
             context=kube.context,
             timeout_s=kube.timeout.total_seconds(),
@@ -215,10 +231,12 @@ class KubeSource:
         """Every item of a list, page by page; an expired continue token restarts the list."""
         items: list[dict[str, Any]] = []
         token: str | None = None
-        restarts = 0
+        restarts = pages = 0
+        seen: set[str] = set()
+        deadline = time.monotonic() + self.list_timeout_s
         while True:
             try:
-                body = self._page(resource, method, token)
+                body = self._bounded_page(resource, method, token, pages, deadline)
             except _Expired:
                 restarts += 1
                 if restarts > self.retries:
@@ -226,15 +244,53 @@ class KubeSource:
                         f"Kubernetes API at {self._host} kept expiring the {resource} list "
                         f"(410) after {restarts} restarts"
                     ) from None
-                items, token = [], None
+                items, token, seen = [], None, set()
                 continue
+            pages += 1
             items.extend(body["items"])
             token = body["continue"]
             if not token:
                 return items
+            self._check_token(resource, token, seen, pages)
+            seen.add(token)
+
+    def _check_token(self, resource: str, token: str, seen: set[str], pages: int) -> None:
+        where = f"Kubernetes API at {self._host}"
+        if token in seen:
+            raise KubeError(
+                f"{where} repeated a continue token listing {resource} (page {pages}): "
+                "the list would never end"
+            )
+        if pages >= self.list_max_pages:
+            raise KubeError(
+                f"{where} still had more {resource} after {pages} pages of {self.page_size} "
+                f"(kubernetes.list_max_pages): the list was not read"
+            )
+
+    def _bounded_page(
+        self,
+        resource: str,
+        method: Callable[..., Any],
+        token: str | None,
+        pages: int,
+        deadline: float,
+    ) -> dict[str, Any]:
+        """One page, read in a daemon thread; the stop request and the list's deadline end
+        the wait at once."""
+        try:
+            return self.stop.run(
+                lambda: self._page(resource, method, token),
+                max(0.0, deadline - time.monotonic()),
+            )
+        except TimeoutError:
+            raise KubeError(
+                f"Kubernetes API at {self._host} did not finish listing {resource} within "
+                f"{self.list_timeout_s:g}s (kubernetes.list_timeout; {pages} page"
+                f"{'' if pages == 1 else 's'} read)"
+            ) from None
 
     def _page(self, resource: str, method: Callable[..., Any], token: str | None) -> dict[str, Any]:
-        policy = RetryPolicy(self.retries, self.base_delay_s, self.max_delay_s)
+        policy = RetryPolicy(self.retries, self.base_delay_s, self.max_delay_s, stop=self.stop)
         try:
             raw = policy.call(
                 f"listing {resource} from the Kubernetes API",

@@ -5,16 +5,20 @@ which runs the readiness check. Range queries go through the same ``requests`` s
 the answer's bytes themselves: they are asked for uncompressed (compressing a page of a large
 fleet costs Prometheus more time than sending it) and decoded straight into arrays by
 :mod:`gpuwatch.collectors.promjson`, never into Python lists.
+
+Every request has a timeout, and the requests of one page, retries included, have
+``page_timeout_s`` in all. They run in a daemon thread (:mod:`gpuwatch.collectors.stop`) while
+the calling thread waits on their answers or on the stop request.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import orjson
@@ -29,6 +33,7 @@ from gpuwatch.collectors import promjson
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.collectors.stop import NEVER, Stop, Worker
 from gpuwatch.config.sections import MAX_SAMPLES_PER_REQUEST, MAX_SERIES
 from gpuwatch.domain.redact import mask_url
 
@@ -37,7 +42,6 @@ log = logging.getLogger(__name__)
 #: Points per query_range request stay under Prometheus's 11,000-point limit.
 MAX_POINTS = 10_000
 _TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-_DONE: Future[bytes] = Future()
 #: Requests sent ahead of the answer being decoded.
 _AHEAD = 2
 
@@ -117,6 +121,8 @@ class PrometheusSource:
         sleep: Callable[[float], None] = time.sleep,
         max_series: int = MAX_SERIES,
         max_samples: int = MAX_SAMPLES_PER_REQUEST,
+        page_timeout_s: float = 600.0,
+        stop: Stop = NEVER,
     ) -> None:
         self.url = url
         self.max_series, self.max_samples = max_series, max_samples
@@ -127,6 +133,8 @@ class PrometheusSource:
         self.backoff_s = backoff_s
         self.timeout_s = max(1.0, float(timeout_s))
         self._sleep = sleep
+        self.page_timeout_s = page_timeout_s
+        self.stop = stop
         # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
         self._session = requests.Session()
         self._client = PrometheusConnect(
@@ -139,7 +147,8 @@ class PrometheusSource:
         self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep)
+        stop = None if self.stop is NEVER else self.stop
+        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep, stop=stop)
         try:
             return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
         except RetriesExhausted as done:
@@ -174,29 +183,30 @@ class PrometheusSource:
             return {}
         parts: dict[str, list[Matrix]] = {}
         wanted = self._requests(start_ts, last, step_s, parts)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-http") as pool:
-            # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
-            bodies: deque[tuple[str, Future[bytes]]] = deque()
+        deadline = time.monotonic() + self.page_timeout_s
+        pool = Worker("gpuwatch-http")
+        # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
+        bodies: deque[tuple[str, Future[bytes]]] = deque()
 
-            def ask() -> None:
-                request = next(wanted, None)
-                if request is not None:
-                    bodies.append((request[0], pool.submit(self._range_body, request[1])))
+        def ask() -> None:
+            request = next(wanted, None)
+            if request is not None:
+                field, params = request
+                bodies.append((field, pool.submit(partial(self._range_body, params))))
 
-            try:
-                for _ in range(_AHEAD):
-                    ask()
-                while bodies:
-                    field, future = bodies.popleft()
-                    body = future.result()
-                    ask()
-                    matrix = self._decode(body)
-                    del body  # the answer is not kept once decoded
-                    self._count_series(field, matrix, start_ts)
-                    parts[field].append(matrix)
-            finally:
-                for _, pending in bodies:
-                    pending.cancel()
+        try:
+            for _ in range(_AHEAD):
+                ask()
+            while bodies:
+                field, future = bodies.popleft()
+                body = self._wait(future, deadline)
+                ask()
+                matrix = self._decode(body)
+                del body  # the answer is not kept once decoded
+                self._count_series(field, matrix, start_ts)
+                parts[field].append(matrix)
+        finally:
+            pool.close()
         return {field: promjson.concat(matrices) for field, matrices in parts.items()}
 
     def _requests(
@@ -215,7 +225,7 @@ class PrometheusSource:
         ]
         for field, query, first, final, step in plans:
             parts[field] = []
-            steps = functools.partial(self._steps, field)
+            steps = partial(self._steps, field)
             for params in _chunks(query, first, final, step, steps):
                 yield field, params
 
@@ -237,6 +247,15 @@ class PrometheusSource:
                 "raise prometheus.max_series if the fleet is that large"
             )
 
+    def _wait(self, answer: Future[bytes], deadline: float) -> bytes:
+        try:
+            return self.stop.wait_for(answer, max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise PrometheusError(
+                f"Prometheus at {mask_url(self.url)} did not answer one page's queries within "
+                f"{self.page_timeout_s:g}s (prometheus.page_timeout)"
+            ) from None
+
     def _range_body(self, params: Mapping[str, str]) -> bytes:
         body: bytes = self._call("a range query", lambda: self._get("query_range", params))
         return body
@@ -252,3 +271,20 @@ class PrometheusSource:
     def check(self) -> None:
         """Fail early, with the reason, when Prometheus cannot be reached."""
         self._call("the readiness query", lambda: self._client.custom_query("vector(1)"))
+
+    def has_series(self, start_ts: int, end_ts: int, step_s: int) -> bool:
+        """Whether any DCGM series read every step has a reading that the grid instants
+        ``start_ts <= t < end_ts`` cover (``(start_ts - step, last instant]``)."""
+        last = end_ts - step_s
+        if last < start_ts:
+            return False
+        fields = [f for f in self.catalogue.fields if not (f.capacity or f.nonzero_only)]
+        span = f"[{last - start_ts + step_s}s]"
+        query = " or ".join(
+            f"last_over_time({self.catalogue.selector(f.metric)}{span})" for f in fields
+        )
+        params = {"query": f"count({query})", "time": str(last)}
+        query_once = partial(self._get, "query", params)
+        body = self.stop.run(lambda: self._call("a series query", query_once))
+        result = orjson.loads(body).get("data", {}).get("result", [])
+        return bool(result) and float(result[0]["value"][1]) > 0

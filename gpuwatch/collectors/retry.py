@@ -4,6 +4,10 @@ A call is tried up to ``attempts`` times; a failure the caller calls transient i
 an exponential backoff (``base_delay_s``, doubled each time, at most ``max_delay_s``); any other
 failure, or the last one, ends the calls with :class:`RetriesExhausted`, which says how many
 attempts were made and carries the last failure.
+
+With a :class:`~gpuwatch.collectors.stop.Stop`, the backoff waits on the stop request instead of
+sleeping, and no attempt starts once a stop was asked for: the calls end with
+:class:`~gpuwatch.collectors.stop.Interrupted`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+from gpuwatch.collectors.stop import Stop
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,6 +42,7 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = math.inf
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    stop: Stop | None = field(default=None, compare=False)
 
     @property
     def attempts(self) -> int:
@@ -54,6 +61,8 @@ class RetryPolicy:
     ) -> T:
         """``call()``, retried while it fails with a retryable member of ``failures``."""
         for attempt in range(1, self.attempts + 1):
+            if self.stop is not None:
+                self.stop.check()
             try:
                 return call()
             except failures as exc:
@@ -61,5 +70,8 @@ class RetryPolicy:
                     raise RetriesExhausted(exc, attempt) from exc
                 delay = self.delay_s(attempt)
                 log.info("%s failed (%s); retrying in %.1fs", what, exc, delay)
-                self.sleep(delay)
+                if self.stop is None:
+                    self.sleep(delay)
+                else:
+                    self.stop.wait(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -97,6 +97,8 @@ class PrometheusSettings(_Section):
     page: Duration = timedelta(hours=6)
     max_series: int = Field(default=MAX_SERIES, ge=1)
     max_samples_per_request: int = Field(default=MAX_SAMPLES_PER_REQUEST, ge=1)
+    page_timeout: Duration = timedelta(minutes=10)
+    max_pages: int = Field(default=10_000, ge=1)
     matchers: list[str] = Field(default_factory=list)
     cluster_label: LabelName | None = None
     labels: LabelSchema = Field(default_factory=LabelSchema)
@@ -113,7 +115,7 @@ class PrometheusSettings(_Section):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
 
-    @field_validator("step", "timeout", "page")
+    @field_validator("step", "timeout", "page", "page_timeout")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value.total_seconds() < 1:
@@ -135,6 +137,15 @@ class KubernetesSettings(_Section):
     timeout: Duration = timedelta(seconds=30)
     retries: int = Field(default=3, ge=0, le=20)
     page_size: int = Field(default=500, ge=1, le=10000)
+    list_max_pages: int = Field(default=1000, ge=1)
+    list_timeout: Duration = timedelta(minutes=5)
+
+    @field_validator("list_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 1:
+            raise ValueError("must be at least 1s")
+        return value
 
 
 class TeamLabels(_Section):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, Table, case, select
+from sqlalchemy import Connection, Table, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuwatch.store import pgcopy
@@ -299,13 +299,49 @@ def advance_watermark(
     now_ts: int,
     detail: Mapping[str, Any] | None = None,
 ) -> None:
-    """Record that everything up to ``watermark_ts`` is written (never moves it backwards)."""
+    """Record that everything up to ``watermark_ts`` is written (never moves it backwards, nor
+    past ``now_ts``)."""
     current = read_watermark(conn, cluster_id, source)
     row = {
         "cluster_id": cluster_id,
         "source": source,
-        "watermark_ts": max(watermark_ts, current or watermark_ts),
+        "watermark_ts": max(min(watermark_ts, now_ts), current or 0),
         "updated_ts": now_ts,
         "detail": dict(detail or {}),
     }
     upsert(conn, CollectionState, [row], ("cluster_id", "source"))
+
+
+def stored_samples_end(conn: Connection, cluster_id: int) -> int | None:
+    """The end of the last stored sample's step (``ts + step_s``) of a cluster; None if none."""
+    samples, gpus = table_of(GpuSample), table_of(Gpu)
+    stmt = (
+        select(func.max(samples.c.ts + samples.c.step_s))
+        .select_from(samples.join(gpus, gpus.c.id == samples.c.gpu_id))
+        .where(gpus.c.cluster_id == cluster_id)
+    )
+    value = conn.execute(stmt).scalar()
+    return None if value is None else int(value)
+
+
+def clamp_watermark(
+    conn: Connection, cluster_id: int, source: str, now_ts: int
+) -> tuple[int, int | None] | None:
+    """Repair a watermark past ``now_ts``: set it to the end of the last stored sample (no
+    later than now), or remove it when no sample is stored. Returns ``(old, new)`` when it was
+    repaired, None when it was not in the future."""
+    old = read_watermark(conn, cluster_id, source)
+    if old is None or old <= now_ts:
+        return None
+    table = table_of(CollectionState)
+    here = (table.c.cluster_id == cluster_id) & (table.c.source == source)
+    end = stored_samples_end(conn, cluster_id)
+    if end is None:
+        conn.execute(table.delete().where(here))
+        return old, None
+    new = min(end, now_ts)
+    detail = {"clamped_from_ts": old}
+    conn.execute(
+        table.update().where(here).values(watermark_ts=new, updated_ts=now_ts, detail=detail)
+    )
+    return old, new
