@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 import click
@@ -19,12 +19,14 @@ from gpuwatch.collectors.collect import (
     collect,
     plan_window,
 )
+from gpuwatch.collectors.growth import NewUnitLimit, UnitGrowthError, page_for_budget
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
 from gpuwatch.domain.durations import HOUR_S, format_duration, parse_duration, parse_instant
+from gpuwatch.domain.redact import mask_url
 from gpuwatch.store import writer
 
 #: ``--follow`` applies the storage retention (``db compact``) at most this often.
@@ -130,6 +132,19 @@ def _resume_point(app: AppContext, now_ts: int) -> int | None:
     return watermark
 
 
+def _page_s(app: AppContext, start_ts: int) -> int:
+    """``prometheus.page``, shortened so that the GPU units seen over the lookback before
+    ``start_ts`` × the steps of a page stay within ``prometheus.max_samples_per_page``."""
+    prom = app.settings.prometheus
+    with app.engine().connect() as conn:
+        cluster_id = writer.ensure_cluster(conn, app.settings.cluster)
+        conn.commit()
+        since_ts = start_ts - int(prom.lookback.total_seconds())
+        units = writer.recent_units(conn, cluster_id, since_ts)
+    step_s = int(prom.step.total_seconds())
+    return page_for_budget(int(prom.page.total_seconds()), step_s, units, prom.max_samples_per_page)
+
+
 def _plan(app: AppContext, start: int | None, end: int | None, now_ts: int) -> Window:
     prom = app.settings.prometheus
     window = plan_window(
@@ -141,18 +156,25 @@ def _plan(app: AppContext, start: int | None, end: int | None, now_ts: int) -> W
         step_s=int(prom.step.total_seconds()),
         page_s=int(prom.page.total_seconds()),
     )
+    window = replace(window, page_s=_page_s(app, window.start_ts))
     pages = len(window.pages())
     if pages > prom.max_pages:
         raise click.UsageError(
             f"the window from {_when(window.start_ts)} to {_when(window.end_ts)} is {pages} "
-            f"pages of {format_duration(prom.page)}, more than prometheus.max_pages "
+            f"pages of {format_duration(timedelta(seconds=window.page_s))}, more than "
+            "prometheus.max_pages "
             f"({prom.max_pages}): collect it in parts with --start/--end, or raise the limit"
         )
     return window
 
 
 def run_once(
-    app: AppContext, start: int | None, end: int | None, stop: Stop, with_kube: bool
+    app: AppContext,
+    start: int | None,
+    end: int | None,
+    stop: Stop,
+    with_kube: bool,
+    accept_new_units: bool = False,
 ) -> Round:
     settings = app.settings
     now_ts = _now_ts()
@@ -169,14 +191,20 @@ def run_once(
             now_ts,
             progress=_progress_printer(window),  # type: ignore[arg-type]
             stop=stop,
+            new_units=None if accept_new_units else _new_unit_limit(settings),
         )
         if stats.pages and not stats.samples and not stop.is_set():
             _explain_nothing_stored(source, stats, window.step_s)
     except Interrupted:
         return Round(window, None)
-    except (PrometheusError, KubeError) as exc:
+    except (PrometheusError, KubeError, UnitGrowthError) as exc:
         raise RuntimeFailure(f"{exc} (nothing of the unfinished page was written)") from None
     return Round(window, stats)
+
+
+def _new_unit_limit(settings: Settings) -> NewUnitLimit:
+    prom = settings.prometheus
+    return NewUnitLimit(prom.max_new_units_ratio, prom.max_new_units_floor)
 
 
 def _explain_nothing_stored(source: PrometheusSource, stats: CollectStats, step_s: int) -> None:
@@ -185,10 +213,10 @@ def _explain_nothing_stored(source: PrometheusSource, stats: CollectStats, step_
     span = f"from {_when(stats.start_ts)} to {_when(stats.end_ts)}"
     if source.has_series(stats.start_ts, stats.end_ts, step_s):
         raise RuntimeFailure(
-            f"Prometheus at {source.url} has DCGM series {span} but none was stored: check "
-            "prometheus.labels.uuid and prometheus.matchers"
+            f"Prometheus at {mask_url(source.url)} has DCGM series {span} but none was stored: "
+            "check prometheus.labels.uuid and prometheus.matchers"
         )
-    click.echo(f"collect: no DCGM series in Prometheus at {source.url} {span}", err=True)
+    click.echo(f"collect: no DCGM series in Prometheus at {mask_url(source.url)} {span}", err=True)
 
 
 def _written(app: AppContext, done: Round) -> str:
@@ -231,6 +259,12 @@ def _report(stats: CollectStats) -> None:
 @click.option(
     "--no-kubernetes", is_flag=True, help="Read only Prometheus (no pod owners or teams)."
 )
+@click.option(
+    "--accept-new-units",
+    is_flag=True,
+    help="Store pages naming more new GPU units than prometheus.max_new_units_ratio allows "
+    "(a fleet that really grew).",
+)
 @pass_app
 def collect_command(
     app: AppContext,
@@ -239,6 +273,7 @@ def collect_command(
     follow: bool,
     interval: str,
     no_kubernetes: bool,
+    accept_new_units: bool,
 ) -> None:
     """Collect DCGM samples and GPU pods into the store (idempotent; resumes where it stopped)."""
     start_ts, end_ts = _bounds(start, end, datetime.now(UTC))
@@ -249,10 +284,10 @@ def collect_command(
     if follow and end_ts is not None:
         raise click.UsageError("--follow collects up to now: it takes no --end")
     stop = _stop_on_signals()
-    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes)
+    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes, accept_new_units)
     _end_first_round(app, done, stop, follow)
     if follow:
-        _follow(app, stop, pause_s, not no_kubernetes)
+        _follow(app, stop, pause_s, not no_kubernetes, accept_new_units)
 
 
 def _stop_on_signals() -> Stop:
@@ -283,11 +318,13 @@ def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> 
         )
 
 
-def _follow(app: AppContext, stop: Stop, pause_s: float, with_kube: bool) -> None:
+def _follow(
+    app: AppContext, stop: Stop, pause_s: float, with_kube: bool, accept_new_units: bool
+) -> None:
     """Further rounds every ``pause_s`` until a signal; each ends after its current write."""
     compacted_ts = 0
     while not stop.wait(pause_s):
-        _end_round(app, run_once(app, None, None, stop, with_kube), stop)
+        _end_round(app, run_once(app, None, None, stop, with_kube, accept_new_units), stop)
         if stop.is_set():
             break
         if _now_ts() - compacted_ts >= COMPACT_EVERY_S:

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine
 
 from gpuwatch.collectors import rows
 from gpuwatch.collectors.dcgm import page_samples
+from gpuwatch.collectors.growth import NewUnitLimit, check_new_units
 from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
 from gpuwatch.collectors.promql import Catalogue
@@ -33,6 +34,7 @@ from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
+from gpuwatch.store.models import Gpu
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -125,12 +127,19 @@ def units_at_once(samples: writer.SampleColumns) -> dict[int, int]:
     return most
 
 
+@dataclass(frozen=True)
+class _Guard:
+    limit: NewUnitLimit
+    cluster: str
+
+
 def _write_page(
     conn: Connection,
     cluster_id: int,
     frame: PageSamples,
     snap: KubeSnapshot | None,
     step_s: int,
+    guard: _Guard | None = None,
 ) -> tuple[int, set[int], set[int], int]:
     """Write one page's samples (and the GPU units, nodes and pods they name); returns the
     samples written, the store ids of the GPU units and pods the page names, and the end of the
@@ -141,6 +150,10 @@ def _write_page(
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
     units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
+    if guard is not None:
+        known = writer.id_map(conn, Gpu, cluster_id, writer.GPU_KEY).keys()
+        page_keys = {tuple(unit[name] for name in writer.GPU_KEY) for unit in units}
+        check_new_units(known, page_keys, guard.limit, guard.cluster, int(frame.ts.min()))
     gpu_ids = writer.write_gpus(conn, cluster_id, units)
     # Samples without a framebuffer reading of their own get the nominal size, never a total
     # another sample of the page read: what is stored must not depend on the page.
@@ -210,16 +223,20 @@ def collect(
     now_ts: int,
     progress: Progress | None = None,
     stop: Stop = NEVER,
+    new_units: NewUnitLimit | None = None,
 ) -> CollectStats:
     """Collect ``window``; returns what was written. Raises the sources' errors untouched, and
     :class:`~gpuwatch.collectors.stop.Interrupted` when stopped before anything was written
-    (while the Kubernetes API was read); stopped later, returns what was written until then."""
+    (while the Kubernetes API was read); stopped later, returns what was written until then.
+    With ``new_units``, a page naming too many unseen GPU units raises
+    :class:`~gpuwatch.collectors.growth.UnitGrowthError`, nothing of it written."""
     snap = kube.snapshot(now_ts) if kube is not None else None
     with engine.begin() as conn:
         cluster_id = writer.ensure_cluster(conn, cluster)
         if snap is not None:
             _write_snapshot(conn, cluster_id, snap)
             writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
+    guard = _Guard(new_units, cluster) if new_units is not None else None
     fetcher = _Pages(prometheus, window, variants, stop)
     pages = fetcher.pages
     total = done = 0
@@ -238,7 +255,7 @@ def collect(
             issues = issues.merge(frame.issues)
             with engine.begin() as conn:
                 written, page_units, page_pods, page_stored_end = _write_page(
-                    conn, cluster_id, frame, snap, window.step_s
+                    conn, cluster_id, frame, snap, window.step_s, guard
                 )
                 if page_stored_end:
                     stored_end = max(stored_end or 0, page_stored_end)

@@ -99,6 +99,9 @@ class PrometheusSettings(_Section):
     max_samples_per_request: int = Field(default=MAX_SAMPLES_PER_REQUEST, ge=1)
     page_timeout: Duration = timedelta(minutes=10)
     max_pages: int = Field(default=10_000, ge=1)
+    max_samples_per_page: int = Field(default=1_000_000, ge=1)
+    max_new_units_ratio: float = Field(default=1.0, ge=0)
+    max_new_units_floor: int = Field(default=256, ge=0)
     matchers: list[str] = Field(default_factory=list)
     cluster_label: LabelName | None = None
     labels: LabelSchema = Field(default_factory=LabelSchema)

@@ -118,6 +118,15 @@ def write_pods(
     return id_map(conn, Pod, cluster_id, POD_KEY)
 
 
+def recent_units(conn: Connection, cluster_id: int, since_ts: int) -> int:
+    """How many of the cluster's GPU units were seen at or after ``since_ts``."""
+    table = table_of(Gpu)
+    stmt = select(func.count()).where(
+        table.c.cluster_id == cluster_id, table.c.last_seen_ts >= since_ts
+    )
+    return int(conn.execute(stmt).scalar_one())
+
+
 def write_gpus(
     conn: Connection, cluster_id: int, rows: Sequence[Mapping[str, Any]]
 ) -> dict[tuple[Any, ...], int]:
