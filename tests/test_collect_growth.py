@@ -135,14 +135,27 @@ def test_pages_are_shortened_to_the_samples_budget(
     prometheus: PrometheusProcess, tmp_path: Path
 ) -> None:
     env = _store(tmp_path, prometheus, GPUWATCH_PROMETHEUS__MAX_SAMPLES_PER_PAGE="120")
+    # An empty store: Prometheus counts 4 series over the first page, so 120 // 4 = 30 steps
+    # of 60 s per page, and one hour is two pages.
     first = _collect(env, T0, T0 + HOUR)
     assert first.returncode == 0, first.stderr
-    assert "(1 pages)" in first.stdout  # an empty store: the configured page (6h)
-    # 4 units known: 120 // 4 = 30 steps of 60 s per page, so one hour is two pages.
+    assert "(2 pages)" in first.stdout
+    # The store now knows its 4 units: the same sizing from the store.
     second = _collect(env, T0 + HOUR, T0 + 2 * HOUR)
     assert second.returncode == 0, second.stderr
     assert "(2 pages)" in second.stdout
     assert _counts(env) == (4, 4 * 120)
+
+
+def test_a_first_collection_counts_the_fleet_in_prometheus(
+    prometheus: PrometheusProcess, tmp_path: Path
+) -> None:
+    env = _store(tmp_path, prometheus, GPUWATCH_PROMETHEUS__MAX_SAMPLES_PER_PAGE="120")
+    # 24 series from T0 + 2h: 120 // 24 = 5 steps per page, 12 pages for the hour.
+    result = _collect(env, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    assert result.returncode == 0, result.stderr
+    assert "(12 pages)" in result.stdout
+    assert _counts(env) == (24, 24 * 60)
 
 
 def test_new_unit_limit_by_hand() -> None:

@@ -132,17 +132,39 @@ def _resume_point(app: AppContext, now_ts: int) -> int | None:
     return watermark
 
 
-def _page_s(app: AppContext, start_ts: int) -> int:
-    """``prometheus.page``, shortened so that the GPU units seen over the lookback before
-    ``start_ts`` × the steps of a page stay within ``prometheus.max_samples_per_page``."""
-    prom = app.settings.prometheus
+def _known_units(app: AppContext, start_ts: int) -> int:
+    """The GPU units the store saw over the lookback before ``start_ts``."""
     with app.engine().connect() as conn:
         cluster_id = writer.ensure_cluster(conn, app.settings.cluster)
         conn.commit()
-        since_ts = start_ts - int(prom.lookback.total_seconds())
-        units = writer.recent_units(conn, cluster_id, since_ts)
-    step_s = int(prom.step.total_seconds())
-    return page_for_budget(int(prom.page.total_seconds()), step_s, units, prom.max_samples_per_page)
+        since_ts = start_ts - int(app.settings.prometheus.lookback.total_seconds())
+        return writer.recent_units(conn, cluster_id, since_ts)
+
+
+def _sized(app: AppContext, window: Window, source: PrometheusSource) -> Window:
+    """``window`` with ``prometheus.page`` shortened so that GPU units × steps of a page stay
+    within ``prometheus.max_samples_per_page``: the units the store knows, else (a first
+    collection) the series Prometheus has over the first page, counted in one attempt (a
+    Prometheus that fails it fails the first page anyway, after the Kubernetes API is read)."""
+    prom = app.settings.prometheus
+    units = _known_units(app, window.start_ts)
+    if units == 0 and window.end_ts > window.start_ts:
+        first_end = min(window.end_ts, window.start_ts + window.page_s)
+        try:
+            units = source.series_count(window.start_ts, first_end, window.step_s, retry=False)
+        except PrometheusError:
+            units = 0
+    page_s = page_for_budget(window.page_s, window.step_s, units, prom.max_samples_per_page)
+    window = replace(window, page_s=page_s)
+    pages = len(window.pages())
+    if pages > prom.max_pages:
+        raise click.UsageError(
+            f"the window from {_when(window.start_ts)} to {_when(window.end_ts)} is {pages} "
+            f"pages of {format_duration(timedelta(seconds=window.page_s))}, more than "
+            f"prometheus.max_pages ({prom.max_pages}): collect it in parts with --start/--end, "
+            "or raise the limit"
+        )
+    return window
 
 
 def _plan(app: AppContext, start: int | None, end: int | None, now_ts: int) -> Window:
@@ -156,15 +178,6 @@ def _plan(app: AppContext, start: int | None, end: int | None, now_ts: int) -> W
         step_s=int(prom.step.total_seconds()),
         page_s=int(prom.page.total_seconds()),
     )
-    window = replace(window, page_s=_page_s(app, window.start_ts))
-    pages = len(window.pages())
-    if pages > prom.max_pages:
-        raise click.UsageError(
-            f"the window from {_when(window.start_ts)} to {_when(window.end_ts)} is {pages} "
-            f"pages of {format_duration(timedelta(seconds=window.page_s))}, more than "
-            "prometheus.max_pages "
-            f"({prom.max_pages}): collect it in parts with --start/--end, or raise the limit"
-        )
     return window
 
 
@@ -181,6 +194,7 @@ def run_once(
     window = _plan(app, start, end, now_ts)
     source = prometheus_source(settings, stop)
     try:
+        window = _sized(app, window, source)
         stats = collect(
             app.engine(),
             settings.cluster,

@@ -275,9 +275,15 @@ class PrometheusSource:
     def has_series(self, start_ts: int, end_ts: int, step_s: int) -> bool:
         """Whether any DCGM series read every step has a reading that the grid instants
         ``start_ts <= t < end_ts`` cover (``(start_ts - step, last instant]``)."""
+        return self.series_count(start_ts, end_ts, step_s) > 0
+
+    def series_count(self, start_ts: int, end_ts: int, step_s: int, retry: bool = True) -> int:
+        """How many DCGM series (one per GPU unit and holder, metric names aside) have a
+        reading that the grid instants ``start_ts <= t < end_ts`` cover; with ``retry`` false,
+        one attempt (an estimate that may fail fast)."""
         last = end_ts - step_s
         if last < start_ts:
-            return False
+            return 0
         fields = [f for f in self.catalogue.fields if not (f.capacity or f.nonzero_only)]
         span = f"[{last - start_ts + step_s}s]"
         query = " or ".join(
@@ -285,6 +291,17 @@ class PrometheusSource:
         )
         params = {"query": f"count({query})", "time": str(last)}
         query_once = partial(self._get, "query", params)
-        body = self.stop.run(lambda: self._call("a series query", query_once))
+        if retry:
+            body = self.stop.run(lambda: self._call("a series query", query_once))
+        else:
+            body = self.stop.run(partial(self._once, "a series query", query_once))
         result = orjson.loads(body).get("data", {}).get("result", [])
-        return bool(result) and float(result[0]["value"][1]) > 0
+        return int(float(result[0]["value"][1])) if result else 0
+
+    def _once(self, what: str, call: Callable[[], bytes]) -> bytes:
+        try:
+            return call()
+        except _FAILURES as exc:
+            raise PrometheusError(
+                f"Prometheus at {mask_url(self.url)} failed {what}: {_describe(exc)}"
+            ) from None
