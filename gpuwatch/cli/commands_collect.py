@@ -25,7 +25,13 @@ from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
-from gpuwatch.domain.durations import HOUR_S, format_duration, parse_duration, parse_instant
+from gpuwatch.domain.durations import (
+    HOUR_S,
+    format_duration,
+    parse_duration,
+    parse_instant,
+    rfc3339,
+)
 from gpuwatch.domain.redact import mask_url
 from gpuwatch.store import writer
 
@@ -35,10 +41,6 @@ COMPACT_EVERY_S = HOUR_S
 
 def _now_ts() -> int:
     return int(datetime.now(UTC).timestamp())
-
-
-def _when(ts: int) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _instant(value: str | None, flag: str, now: datetime) -> int | None:
@@ -56,16 +58,16 @@ def _bounds(start: str | None, end: str | None, now: datetime) -> tuple[int | No
     start_ts, end_ts = _instant(start, "--start", now), _instant(end, "--end", now)
     now_ts = int(now.timestamp())
     if start_ts is not None and start_ts > now_ts:
-        raise click.BadParameter(f"{_when(start_ts)} is in the future", param_hint="--start")
+        raise click.BadParameter(f"{rfc3339(start_ts)} is in the future", param_hint="--start")
     if end_ts is not None and end_ts > now_ts:
         click.echo(
-            f"collect: --end {_when(end_ts)} is in the future: collecting up to now "
-            f"({_when(now_ts)})",
+            f"collect: --end {rfc3339(end_ts)} is in the future: collecting up to now "
+            f"({rfc3339(now_ts)})",
             err=True,
         )
         end_ts = now_ts
     if start_ts is not None and end_ts is not None and start_ts >= end_ts:
-        raise click.BadParameter(f"{_when(start_ts)} is not before --end", param_hint="--start")
+        raise click.BadParameter(f"{rfc3339(start_ts)} is not before --end", param_hint="--start")
     return start_ts, end_ts
 
 
@@ -122,12 +124,12 @@ def _resume_point(app: AppContext, now_ts: int) -> int | None:
     if repaired is not None:
         old, new = repaired
         resume = (
-            f"resuming after the last stored sample, at {_when(new)}"
+            f"resuming after the last stored sample, at {rfc3339(new)}"
             if new is not None
             else "no sample is stored: starting from prometheus.lookback"
         )
         click.echo(
-            f"collect: the stored resume point {_when(old)} is in the future; {resume}", err=True
+            f"collect: the stored resume point {rfc3339(old)} is in the future; {resume}", err=True
         )
     return watermark
 
@@ -159,7 +161,7 @@ def _sized(app: AppContext, window: Window, source: PrometheusSource) -> Window:
     pages = len(window.pages())
     if pages > prom.max_pages:
         raise click.UsageError(
-            f"the window from {_when(window.start_ts)} to {_when(window.end_ts)} is {pages} "
+            f"the window from {rfc3339(window.start_ts)} to {rfc3339(window.end_ts)} is {pages} "
             f"pages of {format_duration(timedelta(seconds=window.page_s))}, more than "
             f"prometheus.max_pages ({prom.max_pages}): collect it in parts with --start/--end, "
             "or raise the limit"
@@ -224,7 +226,7 @@ def _new_unit_limit(settings: Settings) -> NewUnitLimit:
 def _explain_nothing_stored(source: PrometheusSource, stats: CollectStats, step_s: int) -> None:
     """A window that stored no sample: fine where Prometheus has no DCGM series in it (said on
     stderr), a failure where it has some."""
-    span = f"from {_when(stats.start_ts)} to {_when(stats.end_ts)}"
+    span = f"from {rfc3339(stats.start_ts)} to {rfc3339(stats.end_ts)}"
     if source.has_series(stats.start_ts, stats.end_ts, step_s):
         raise RuntimeFailure(
             f"Prometheus at {mask_url(source.url)} has DCGM series {span} but none was stored: "
@@ -241,10 +243,10 @@ def _written(app: AppContext, done: Round) -> str:
     with app.engine().connect() as conn:
         cluster_id = writer.ensure_cluster(conn, app.settings.cluster)
         mark = writer.read_watermark(conn, cluster_id, SOURCE_PROMETHEUS)
-    resume = f"; the next collect resumes at {_when(mark)}" if mark is not None else ""
+    resume = f"; the next collect resumes at {rfc3339(mark)}" if mark is not None else ""
     return (
         f"{stats.pages} of {len(done.window.pages())} pages written ({stats.samples:,} "
-        f"samples from {_when(stats.start_ts)} to {_when(stats.end_ts)}){resume}"
+        f"samples from {rfc3339(stats.start_ts)} to {rfc3339(stats.end_ts)}){resume}"
     )
 
 
@@ -253,13 +255,10 @@ def _signal_name(stop: Stop) -> str:
 
 
 def _report(stats: CollectStats) -> None:
-    def when(ts: int) -> str:
-        return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
     click.echo(
         f"collected {stats.samples:,} samples of {stats.gpu_units:,} GPU units and "
         f"{stats.pods:,} pods "
-        f"from {when(stats.start_ts)} to {when(stats.end_ts)} ({stats.pages} pages)"
+        f"from {rfc3339(stats.start_ts)} to {rfc3339(stats.end_ts)} ({stats.pages} pages)"
     )
     for line in stats.issues.lines():
         click.echo(f"gpuwatch: warning: {line}", err=True)
@@ -327,7 +326,7 @@ def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> 
     if not follow and done.stats is not None and not done.stats.pages:
         click.echo(
             f"collect: nothing new to collect: the window ends where it starts, at "
-            f"{_when(done.window.start_ts)}",
+            f"{rfc3339(done.window.start_ts)}",
             err=True,
         )
 

@@ -34,7 +34,6 @@ from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
-from gpuwatch.store.models import Gpu
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -151,7 +150,7 @@ def _write_page(
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
     units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
     if guard is not None:
-        known = writer.id_map(conn, Gpu, cluster_id, writer.GPU_KEY).keys()
+        known = writer.gpu_keys(conn, cluster_id)
         page_keys = {tuple(unit[name] for name in writer.GPU_KEY) for unit in units}
         check_new_units(known, page_keys, guard.limit, guard.cluster, int(frame.ts.min()))
     gpu_ids = writer.write_gpus(conn, cluster_id, units)

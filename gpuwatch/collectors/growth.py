@@ -14,9 +14,10 @@ Two guards against a source that suddenly announces far more than the fleet it r
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
+
+from gpuwatch.domain.durations import rfc3339
 
 
 class UnitGrowthError(Exception):
@@ -51,7 +52,7 @@ def check_new_units(
     new = sum(1 for key in page if key not in known)
     if new <= allowed:
         return
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(page_start_ts))
+    when = rfc3339(page_start_ts)
     raise UnitGrowthError(
         f"the page from {when} names {new:,} GPU units never seen in cluster {cluster} (the "
         f"store knows {len(known):,}; at most {allowed:,} new ones per page): refused as an "

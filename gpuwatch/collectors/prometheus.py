@@ -35,6 +35,7 @@ from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 from gpuwatch.collectors.stop import NEVER, Stop, Worker
 from gpuwatch.config.sections import MAX_SAMPLES_PER_REQUEST, MAX_SERIES
+from gpuwatch.domain.durations import rfc3339
 from gpuwatch.domain.redact import mask_url
 
 log = logging.getLogger(__name__)
@@ -146,9 +147,11 @@ class PrometheusSource:
         )
         self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
 
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
+    def _call(self, what: str, call: Callable[[], Any], retries: int | None = None) -> Any:
+        """``call()`` under the retry policy (``retries``: the configured number, else this)."""
         stop = None if self.stop is NEVER else self.stop
-        policy = RetryPolicy(self.retries, self.backoff_s, sleep=self._sleep, stop=stop)
+        retries = self.retries if retries is None else retries
+        policy = RetryPolicy(retries, self.backoff_s, sleep=self._sleep, stop=stop)
         try:
             return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
         except RetriesExhausted as done:
@@ -240,7 +243,7 @@ class PrometheusSource:
         count = len(matrix.labels)
         self._series[field] = count
         if count > self.max_series:
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_ts))
+            when = rfc3339(start_ts)
             raise PrometheusError(
                 f"Prometheus at {mask_url(self.url)} answered {count:,} series of {field} for "
                 f"the page from {when}, more than prometheus.max_series ({self.max_series:,}): "
@@ -284,24 +287,9 @@ class PrometheusSource:
         last = end_ts - step_s
         if last < start_ts:
             return 0
-        fields = [f for f in self.catalogue.fields if not (f.capacity or f.nonzero_only)]
-        span = f"[{last - start_ts + step_s}s]"
-        query = " or ".join(
-            f"last_over_time({self.catalogue.selector(f.metric)}{span})" for f in fields
-        )
-        params = {"query": f"count({query})", "time": str(last)}
-        query_once = partial(self._get, "query", params)
-        if retry:
-            body = self.stop.run(lambda: self._call("a series query", query_once))
-        else:
-            body = self.stop.run(partial(self._once, "a series query", query_once))
+        query = self.catalogue.series_count_query(last - start_ts + step_s)
+        query_once = partial(self._get, "query", {"query": query, "time": str(last)})
+        retries = None if retry else 0
+        body = self.stop.run(lambda: self._call("a series query", query_once, retries))
         result = orjson.loads(body).get("data", {}).get("result", [])
         return int(float(result[0]["value"][1])) if result else 0
-
-    def _once(self, what: str, call: Callable[[], bytes]) -> bytes:
-        try:
-            return call()
-        except _FAILURES as exc:
-            raise PrometheusError(
-                f"Prometheus at {mask_url(self.url)} failed {what}: {_describe(exc)}"
-            ) from None

@@ -84,6 +84,17 @@ class Catalogue:
         promql = f"{query.over_time}({self.selector(query.metric)}[{step_s * 1000 - 1}ms])"
         return f"{promql} != 0" if query.nonzero_only else promql
 
+    def series_count_query(self, span_s: int) -> str:
+        """How many DCGM series read every step have a reading in the last ``span_s``, one per
+        label set whatever the metric (GPU unit and holder): an instant query.
+
+        >>> Catalogue(fields=FIELDS[:1]).series_count_query(3600)
+        'count(last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[3600s]))'
+        """
+        read = [f for f in self.fields if not (f.capacity or f.nonzero_only)]
+        inner = " or ".join(f"last_over_time({self.selector(f.metric)}[{span_s}s])" for f in read)
+        return f"count({inner})"
+
     def queries(self, step_s: int) -> dict[str, str]:
         """Field name → PromQL of the fields read every ``step_s``, for one page."""
         return {q.field: self.window_query(q, step_s) for q in self.fields if not q.capacity}

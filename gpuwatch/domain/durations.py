@@ -84,3 +84,8 @@ def to_epoch_s(value: datetime) -> int:
 def from_epoch_s(value: int | float) -> datetime:
     """A UTC datetime from seconds since the Unix epoch."""
     return datetime.fromtimestamp(value, tz=UTC)
+
+
+def rfc3339(ts: int | float) -> str:
+    """``2026-11-16T00:00:00Z`` for an epoch second: how instants are written in messages."""
+    return from_epoch_s(ts).strftime("%Y-%m-%dT%H:%M:%SZ")

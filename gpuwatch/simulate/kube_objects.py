@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.domain.durations import DAY_S, HOUR_S, rfc3339
 from gpuwatch.simulate.fleet import Fleet, NodeSpec, WorkloadSpec
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 from gpuwatch.simulate.pods import PodInstance, pod_instances
@@ -58,11 +57,6 @@ RESOURCES = (
     "jobs",
     "cronjobs",
 )
-
-
-def rfc3339(ts: int) -> str:
-    """``2026-11-16T00:00:00Z`` for an epoch second."""
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def container_name(spec: WorkloadSpec) -> str:

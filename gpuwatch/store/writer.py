@@ -118,6 +118,11 @@ def write_pods(
     return id_map(conn, Pod, cluster_id, POD_KEY)
 
 
+def gpu_keys(conn: Connection, cluster_id: int) -> set[tuple[Any, ...]]:
+    """The natural keys (:data:`GPU_KEY`) of the cluster's GPU units in the store."""
+    return set(id_map(conn, Gpu, cluster_id, GPU_KEY))
+
+
 def recent_units(conn: Connection, cluster_id: int, since_ts: int) -> int:
     """How many of the cluster's GPU units were seen at or after ``since_ts``."""
     table = table_of(Gpu)
