@@ -8,9 +8,6 @@ real Prometheus holding a day of simulated DCGM series.
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +21,7 @@ from gpuwatch.simulate.apiserver import kubeconfig_for
 from gpuwatch.store import writer
 from gpuwatch.store.engine import make_engine
 from tests.support import dcgm_fixture as fx
+from tests.support.cli import run_gpuwatch
 from tests.support.postgres import free_port
 from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
 from tests.support.stub_http import HOLD, Answer, StubServer, pod_list
@@ -107,13 +105,6 @@ def test_a_list_past_its_wall_time_fails(tmp_path: Path) -> None:
     )
 
 
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuwatch", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -125,7 +116,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "GPUWATCH_CLUSTER": "lab",
     }
     env.update(extra)
-    assert _cli("db", "upgrade", env=env).returncode == 0
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
     return env
 
 
@@ -147,7 +138,7 @@ def test_collect_against_an_endless_list_ends_with_one_line(
     with StubServer(answer) as api:  # type: ignore[arg-type]
         kubeconfig = kubeconfig_for(api.url, tmp_path / "kubeconfig")
         env = _env(tmp_path, GPUWATCH_KUBECONFIG=str(kubeconfig), **extra)
-        result = _cli("collect", "--start", "2h", env=env)
+        result = run_gpuwatch("collect", "--start", "2h", env=env)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -192,7 +183,7 @@ def test_an_end_in_the_future_is_clamped_and_the_resume_point_stays_at_the_data(
     prometheus: PrometheusProcess, tmp_path: Path
 ) -> None:
     env = _prom_env(tmp_path, prometheus)
-    first = _cli("collect", "--no-kubernetes", "--start", when(START),
+    first = run_gpuwatch("collect", "--no-kubernetes", "--start", when(START),
                  "--end", "2030-01-01T00:00:00Z", env=env)  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "collect: --end 2030-01-01T00:00:00Z is in the future: collecting up to now" in (
@@ -200,7 +191,7 @@ def test_an_end_in_the_future_is_clamped_and_the_resume_point_stays_at_the_data(
     )
     assert f"from {when(START)} to 2030" not in first.stdout
     assert _watermark(env) == _stored_end()
-    again = _cli("collect", "--no-kubernetes", env=env)
+    again = run_gpuwatch("collect", "--no-kubernetes", env=env)
     assert again.returncode == 0, again.stderr
     assert f"from {when(_stored_end())} to " in again.stdout
     assert f"collect: no DCGM series in Prometheus at {prometheus.url} from " in again.stderr
@@ -208,7 +199,7 @@ def test_an_end_in_the_future_is_clamped_and_the_resume_point_stays_at_the_data(
 
 def test_a_start_in_the_future_is_a_usage_error(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    result = _cli("collect", "--no-kubernetes", "--start", "2031-01-01T00:00:00Z", env=env)
+    result = run_gpuwatch("collect", "--no-kubernetes", "--start", "2031-01-01T00:00:00Z", env=env)
     assert result.returncode == 2
     assert "--start" in result.stderr and "2031-01-01T00:00:00Z is in the future" in result.stderr
     assert _watermark(env) is None
@@ -220,14 +211,16 @@ def test_a_resume_point_in_the_future_is_repaired(
 ) -> None:
     env = _prom_env(tmp_path, prometheus)
     half = START + 12 * 3600
-    first = _cli("collect", "--no-kubernetes", "--start", when(START), "--end", when(half), env=env)
+    first = run_gpuwatch(
+        "collect", "--no-kubernetes", "--start", when(START), "--end", when(half), env=env
+    )
     assert first.returncode == 0, first.stderr
     future = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
     engine = make_engine(env["GPUWATCH_DATABASE_URL"])
     with engine.begin() as conn:  # what an older version left behind
         conn.execute(sa.text("UPDATE collection_state SET watermark_ts = :t"), {"t": future})
     engine.dispose()
-    resumed = _cli("collect", "--no-kubernetes", "--end", when(DATA_END), env=env)
+    resumed = run_gpuwatch("collect", "--no-kubernetes", "--end", when(DATA_END), env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert (
         "collect: the stored resume point 2030-01-01T00:00:00Z is in the future; resuming after "
@@ -243,7 +236,7 @@ def test_a_window_without_dcgm_series_is_said_and_not_an_error(
     prometheus: PrometheusProcess, tmp_path: Path
 ) -> None:
     env = _prom_env(tmp_path, prometheus)
-    result = _cli("collect", "--no-kubernetes", "--start", when(START - 2 * 86400),
+    result = run_gpuwatch("collect", "--no-kubernetes", "--start", when(START - 2 * 86400),
                   "--end", when(START - 86400), env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("collected 0 samples")
@@ -259,7 +252,7 @@ def test_storing_nothing_where_prometheus_has_series_is_a_failure(
     prometheus: PrometheusProcess, tmp_path: Path
 ) -> None:
     env = _prom_env(tmp_path, prometheus, GPUWATCH_PROMETHEUS__LABELS__UUID="[no_such_label]")
-    result = _cli("collect", "--no-kubernetes", "--start", when(START),
+    result = run_gpuwatch("collect", "--no-kubernetes", "--start", when(START),
                   "--end", when(START + 3600), env=env)  # fmt: skip
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -273,7 +266,7 @@ def test_storing_nothing_where_prometheus_has_series_is_a_failure(
 
 def test_a_window_of_more_pages_than_allowed_is_a_usage_error(tmp_path: Path) -> None:
     env = _env(tmp_path, GPUWATCH_PROMETHEUS__MAX_PAGES="3", GPUWATCH_PROMETHEUS__PAGE="1h")
-    result = _cli("collect", "--no-kubernetes", "--start", when(START),
+    result = run_gpuwatch("collect", "--no-kubernetes", "--start", when(START),
                   "--end", when(START + 6 * 3600), env=env)  # fmt: skip
     assert result.returncode == 2
     assert "is 6 pages of 1h, more than prometheus.max_pages (3)" in result.stderr
@@ -286,9 +279,11 @@ def test_an_empty_window_says_there_is_nothing_new(
 ) -> None:
     env = _prom_env(tmp_path, prometheus)
     hour = START + 3600
-    first = _cli("collect", "--no-kubernetes", "--start", when(START), "--end", when(hour), env=env)
+    first = run_gpuwatch(
+        "collect", "--no-kubernetes", "--start", when(START), "--end", when(hour), env=env
+    )
     assert first.returncode == 0, first.stderr
-    again = _cli("collect", "--no-kubernetes", "--end", when(hour), env=env)
+    again = run_gpuwatch("collect", "--no-kubernetes", "--end", when(hour), env=env)
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("collected 0 samples")
     assert (

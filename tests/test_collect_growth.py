@@ -3,9 +3,7 @@ the samples they hold. Against a real Prometheus whose fleet jumps from 4 to 24 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from gpuwatch.collectors.growth import (
     page_for_budget,
 )
 from gpuwatch.store.models import Gpu, GpuSample
+from tests.support.cli import run_gpuwatch
 from tests.support.prometheus import PrometheusProcess, Series, prometheus_with_blocks
 
 pytestmark = pytest.mark.prometheus
@@ -67,13 +66,6 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
         yield server
 
 
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuwatch", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def _store(tmp_path: Path, prometheus: PrometheusProcess, **extra: str) -> dict[str, str]:
     env = {
         "GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'growth.db'}",
@@ -82,7 +74,7 @@ def _store(tmp_path: Path, prometheus: PrometheusProcess, **extra: str) -> dict[
         "GPUWATCH_PROMETHEUS__MAX_NEW_UNITS_FLOOR": "8",
         **extra,
     }
-    assert _cli("db", "upgrade", env=env).returncode == 0
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
     return env
 
 
@@ -98,7 +90,7 @@ def _counts(env: dict[str, str]) -> tuple[int, int]:
 def _collect(
     env: dict[str, str], start: int, end: int, *flags: str
 ) -> subprocess.CompletedProcess[str]:
-    return _cli(
+    return run_gpuwatch(
         "collect", "--no-kubernetes", "--start", _when(start), "--end", _when(end), *flags, env=env
     )
 

@@ -24,6 +24,7 @@ from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store import writer
 from tests.support import dcgm_fixture as fx
+from tests.support.cli import run_gpuwatch
 from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
 
 START, _ = iso_week_bounds("2026-W46")
@@ -237,25 +238,18 @@ def test_prometheus_stopping_mid_window_loses_nothing(
     assert _rows(engine) == expected
 
 
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuwatch", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def test_cli_collect_window_then_resume(prometheus: PrometheusProcess, tmp_path: Path) -> None:
     env = {
         "GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
         "GPUWATCH_PROMETHEUS_URL": prometheus.url,
         "GPUWATCH_CLUSTER": "lab",
     }
-    assert _cli("db", "upgrade", env=env).returncode == 0
-    first = _cli("collect", "--no-kubernetes", "--start", "2026-11-09T00:00:00Z",
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
+    first = run_gpuwatch("collect", "--no-kubernetes", "--start", "2026-11-09T00:00:00Z",
                  "--end", "2026-11-09T06:00:00Z", env=env)  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "from 2026-11-09T00:00:00Z to 2026-11-09T06:00:00Z" in first.stdout
-    resumed = _cli("collect", "--no-kubernetes", "--end", "2026-11-09T08:00:00Z", env=env)
+    resumed = run_gpuwatch("collect", "--no-kubernetes", "--end", "2026-11-09T08:00:00Z", env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert "from 2026-11-09T06:00:00Z to 2026-11-09T08:00:00Z" in resumed.stdout
 
@@ -268,8 +262,8 @@ def test_cli_unreachable_prometheus_is_one_line_exit_1(tmp_path: Path) -> None:
         "GPUWATCH_PROMETHEUS_URL": f"http://127.0.0.1:{free_port()}",
         "GPUWATCH_PROMETHEUS__RETRIES": "1",
     }
-    assert _cli("db", "upgrade", env=env).returncode == 0
-    result = _cli("collect", "--no-kubernetes", "--start", "2h", env=env)
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
+    result = run_gpuwatch("collect", "--no-kubernetes", "--start", "2h", env=env)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -293,7 +287,7 @@ def test_follow_stops_cleanly_on_sigterm_after_the_current_page(
         "GPUWATCH_PROMETHEUS__PAGE": "1h",
         "GPUWATCH_CLUSTER": "lab",
     }
-    assert _cli("db", "upgrade", env=env).returncode == 0
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
     process = subprocess.Popen(
         [sys.executable, "-m", "gpuwatch", "collect", "--follow", "--interval", "1s",
          "--no-kubernetes", "--start", "2026-11-09T00:00:00Z"],

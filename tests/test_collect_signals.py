@@ -22,6 +22,7 @@ from gpuwatch.simulate.apiserver import kubeconfig_for
 from gpuwatch.store import writer
 from gpuwatch.store.engine import make_engine
 from tests.support import dcgm_fixture as fx
+from tests.support.cli import run_gpuwatch
 from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
 from tests.support.stub_http import HOLD, Answer, StubServer, forward, pod_list
 
@@ -47,13 +48,6 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
         yield server
 
 
-def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuwatch", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def _start(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "gpuwatch", *args],
@@ -75,7 +69,7 @@ def _env(tmp_path: Path, prometheus_url: str, **extra: str) -> dict[str, str]:
         "GPUWATCH_CLUSTER": "lab",
         **extra,
     }
-    assert _run("db", "upgrade", env=env).returncode == 0
+    assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
     return env
 
 
@@ -196,7 +190,7 @@ def test_sigterm_during_kubernetes_pagination_ends_collect_and_writes_nothing(
     prometheus: PrometheusProcess, tmp_path: Path
 ) -> None:
     env = _env(tmp_path, prometheus.url)
-    done = _run("collect", "--no-kubernetes", "--start", when(START),
+    done = run_gpuwatch("collect", "--no-kubernetes", "--start", when(START),
                 "--end", when(START + PAGE_S), env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     before = _store(env)

@@ -24,6 +24,7 @@ from gpuwatch.cli.main import cli
 from gpuwatch.domain.redact import mask_text, mask_url
 from gpuwatch.report.weekly import iso_week_bounds
 from tests.support import dcgm_fixture as fx
+from tests.support.cli import run_gpuwatch
 from tests.support.postgres import free_port
 from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
 
@@ -140,15 +141,8 @@ def planted_env(
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuwatch", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
+    """Only the planted environment, nothing inherited."""
+    return run_gpuwatch(*args, env=env, cwd=cwd, inherit_env=False)
 
 
 def _serve_once(args: list[str], env: dict[str, str], cwd: Path, url: str) -> tuple[int, str]:
