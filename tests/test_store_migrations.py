@@ -26,6 +26,7 @@ EXPECTED_TABLES = {
     "alembic_version",
     "clusters",
     "collection_state",
+    "dra_devices",
     "gpu_samples",
     "gpu_samples_hourly",
     "gpus",

@@ -59,7 +59,11 @@ SAMPLE_FIELDS = (
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, dict[str, str]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        dict[str, str]: JSON,
+        list[Any]: JSON,
+    }
 
 
 class Cluster(Base):
@@ -92,13 +96,17 @@ class Node(Base):
     last_seen_ts: Mapped[int] = mapped_column(BigInteger)
     #: The cloud the node runs on (``aws``, ``gcp``, …; :mod:`gpuwatch.domain.providers`).
     provider: Mapped[str | None] = mapped_column(String(32))
+    #: How the node hands out GPUs (:data:`gpuwatch.domain.allocation.MODES` less ``mig``).
+    gpu_sharing: Mapped[str | None] = mapped_column(String(16))
 
 
 class Gpu(Base):
-    """A sample unit: a physical GPU, a MIG instance, or one time-slice replica slot of a GPU.
+    """A sample unit: a physical GPU, a MIG instance, or one slot of a shared GPU.
 
-    ``mig_gi_id`` is -1 for a whole GPU; ``slot`` is 0 unless the GPU is time-sliced, where each
-    of its ``timeslice_replicas`` slots is its own unit (price / replicas each).
+    ``mig_gi_id`` is -1 for a whole GPU; ``slot`` is 0 unless the GPU (or MIG instance, or DRA
+    device) is split into ``timeslice_replicas`` slots (time-slicing, MPS, a claim shared by
+    several pods), each its own unit worth 1/replicas of it. ``sharing`` says how the unit is
+    handed out (:data:`gpuwatch.domain.allocation.MODES`; NULL: as before 0005).
     """
 
     __tablename__ = "gpus"
@@ -115,6 +123,7 @@ class Gpu(Base):
     model_name: Mapped[str | None] = mapped_column(String(128))
     mig_profile: Mapped[str | None] = mapped_column(String(32))
     timeslice_replicas: Mapped[int] = mapped_column(Integer, default=1)
+    sharing: Mapped[str | None] = mapped_column(String(16))
     memory_total_mib: Mapped[float | None] = mapped_column(Float)
     first_seen_ts: Mapped[int] = mapped_column(BigInteger)
     last_seen_ts: Mapped[int] = mapped_column(BigInteger)
@@ -160,6 +169,38 @@ class Pod(Base):
     created_ts: Mapped[int | None] = mapped_column(BigInteger)
     started_ts: Mapped[int | None] = mapped_column(BigInteger)
     finished_ts: Mapped[int | None] = mapped_column(BigInteger)
+    last_seen_ts: Mapped[int] = mapped_column(BigInteger)
+    #: ``dra`` for a pod holding GPUs through ResourceClaims; NULL: by its resources.
+    allocation: Mapped[str | None] = mapped_column(String(16))
+
+
+class DraDevice(Base):
+    """A device a ResourceClaim was allocated (Dynamic Resource Allocation), as last seen.
+
+    ``gpu_uuid`` is the physical GPU (a MIG device's parent), NULL when its ResourceSlice gave
+    no UUID; ``consumers`` lists the pods the claim is reserved for as
+    ``[namespace, name, uid]``.
+    """
+
+    __tablename__ = "dra_devices"
+    __table_args__ = (UniqueConstraint("cluster_id", "claim_uid", "driver", "pool", "device"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"))
+    claim_namespace: Mapped[str] = mapped_column(String(253))
+    claim_name: Mapped[str] = mapped_column(String(253))
+    claim_uid: Mapped[str] = mapped_column(String(64))
+    request: Mapped[str] = mapped_column(String(253))
+    driver: Mapped[str] = mapped_column(String(253))
+    pool: Mapped[str] = mapped_column(String(253))
+    device: Mapped[str] = mapped_column(String(253))
+    node: Mapped[str | None] = mapped_column(String(253))
+    gpu_uuid: Mapped[str | None] = mapped_column(String(64))
+    mig_profile: Mapped[str | None] = mapped_column(String(32))
+    product: Mapped[str | None] = mapped_column(String(128))
+    memory_mib: Mapped[int | None] = mapped_column(Integer)
+    consumers: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    first_seen_ts: Mapped[int] = mapped_column(BigInteger)
     last_seen_ts: Mapped[int] = mapped_column(BigInteger)
 
 
