@@ -173,7 +173,7 @@ def _custom_schema_test() -> dict[str, Any]:
     busy = {**base, "gpu_uuid": "GPU-5", "pod": "busy-pod", "Hostname": "gpu-node-3"}
     first_out = {**first, "gpu": "GPU-1", "namespace": "ml", "pod": "trainer-0"}
     fourth_out = {**fourth, "gpu": "GPU-4", "namespace": "ml", "node": "gpu-node-3"}
-    unallocated = 'gpuwatch:node_gpus_unallocated:count{cluster="east", node="gpu-node-2"}'
+    unallocated = 'gpuwatch:node_gpus_unallocated:sum{cluster="east", node="gpu-node-2"}'
     case = {
         "interval": "1m",
         "input_series": [
@@ -196,7 +196,7 @@ def _custom_schema_test() -> dict[str, Any]:
         ],
         "promql_expr_test": [
             {
-                "expr": "gpuwatch:node_gpus_unallocated:count",
+                "expr": "gpuwatch:node_gpus_unallocated:sum",
                 "eval_time": "5m",
                 "exp_samples": [{"labels": unallocated, "value": 1}],
             }

@@ -9,8 +9,9 @@ import pytest
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.build import pods_frame, samples_frame
-from gpuwatch.analytics.costing import prepare, unit_share
+from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.summary import summarize
+from gpuwatch.domain.allocation import gpu_share, unit_mode
 from gpuwatch.domain.pricing import build_price_book
 
 T0 = 1_794_218_400  # 2026-11-09 10:00 UTC
@@ -90,16 +91,49 @@ def costed() -> pd.DataFrame:
 
 
 def test_unit_prices_follow_the_pricing_rules(costed: pd.DataFrame) -> None:
+    """``usd_per_hour`` is the price of the unit's whole GPU: node override, else model."""
     prices = costed.drop_duplicates("gpu_id").set_index("gpu_id")[c.USD_PER_HOUR]
-    assert prices.round(10).to_dict() == {1: 4.0, 2: 3.0, 3: 4.0, 4: 1.0, 5: 1.0, 6: 2.0}
+    assert prices.round(10).to_dict() == {1: 4.0, 2: 7.0, 3: 7.0, 4: 2.0, 5: 2.0, 6: 2.0}
+
+
+def test_hours_are_gpu_equivalent(costed: pd.DataFrame) -> None:
+    """One 15-minute sample is 0.25 h of its unit: × 3/7 and 4/7 for the MIG instances, × 1/2
+    for the slots of the 2-replica T4."""
+    first = costed.drop_duplicates("gpu_id").set_index("gpu_id")
+    expected = {1: 0.25, 2: 0.25 * 3 / 7, 3: 0.25 * 4 / 7, 4: 0.125, 5: 0.125, 6: 0.25}
+    assert first[c.GPU_HOURS].to_dict() == pytest.approx(expected)
+    assert set(first[c.DATA_HOURS]) == {0.25}
+
+
+def test_each_node_adds_up_to_its_gpus_times_hours_with_data(costed: pd.DataFrame) -> None:
+    """n1 and n2 each have one GPU for 2 h; n3 has two T4s, one missing a 15-minute sample."""
+    per_node = summarize(costed, ["node"], 0.05).set_index("node")[c.CAPACITY_GPU_HOURS]
+    assert per_node.to_dict() == pytest.approx({"n1": 2.0, "n2": 2.0, "n3": 3.75})
+
+
+def test_a_fully_partitioned_mig_gpu_counts_once() -> None:
+    """An H100 split into 3g + 2g + 1g + 1g instances, unheld for 4 hourly samples: 4
+    GPU-hours of unallocated capacity at the GPU's price, not 16 instance-hours."""
+    profiles = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    h100 = "NVIDIA H100 80GB HBM3"
+    rows = [
+        {"gpu_id": n, "ts": T0 + i * 3600, "step_s": 3600, "util_ratio": 0.0,
+         "gpu_model": h100, "mig_profile": profile, "gpu_uuid": "GPU-h"}
+        for n, profile in enumerate(profiles, start=1)
+        for i in range(4)
+    ]  # fmt: skip
+    book = build_price_book(2.0, 0.6, {h100: (7.0, None)}, {})
+    total = summarize(prepare(samples_frame(rows), None, book), [], 0.05).iloc[0]
+    assert total[c.UNALLOCATED_GPU_HOURS] == pytest.approx(4.0)
+    assert total[c.UNALLOCATED_COST_USD] == pytest.approx(28.0)
 
 
 def test_per_holder_numbers_match_the_tables(costed: pd.DataFrame) -> None:
     frame = summarize(costed, ["pod"], 0.05).set_index("pod")
     expected = {
         "train-0": (2.00, 0.50, 25.0, 1.00, 8.00, 4.00, 6.00),
-        "api-0": (2.00, 2.00, 100.0, 0.00, 6.00, 0.00, 0.00),
-        "nb-0": (2.00, 0.40, 20.0, 0.00, 2.00, 0.00, 1.60),
+        "api-0": (0.857143, 0.857143, 100.0, 0.00, 6.00, 0.00, 0.00),
+        "nb-0": (1.00, 0.20, 20.0, 0.00, 2.00, 0.00, 1.60),
     }
     names = [
         c.ALLOCATED_GPU_HOURS,
@@ -117,15 +151,15 @@ def test_per_holder_numbers_match_the_tables(costed: pd.DataFrame) -> None:
 
 def test_totals_and_unallocated_capacity(costed: pd.DataFrame) -> None:
     total = summarize(costed, [], 0.05).iloc[0]
-    assert round(total[c.ALLOCATED_GPU_HOURS], 6) == 6.0
-    assert round(total[c.USED_GPU_HOURS], 6) == 2.9
-    assert round(total[c.EFFICIENCY_PCT], 1) == 48.3
+    assert round(total[c.ALLOCATED_GPU_HOURS], 6) == 3.857143
+    assert round(total[c.USED_GPU_HOURS], 6) == 1.557143
+    assert round(total[c.EFFICIENCY_PCT], 1) == 40.4
     assert round(total[c.ALLOCATED_COST_USD], 6) == 16.0
     assert round(total[c.IDLE_COST_USD], 6) == 4.0
     assert round(total[c.UNUSED_COST_USD], 6) == 7.6
-    assert round(total[c.UNALLOCATED_GPU_HOURS], 6) == 5.75
+    assert round(total[c.UNALLOCATED_GPU_HOURS], 6) == 3.892857
     assert round(total[c.UNALLOCATED_COST_USD], 6) == 13.5
-    assert round(total[c.CAPACITY_GPU_HOURS], 6) == 11.75
+    assert round(total[c.CAPACITY_GPU_HOURS], 6) == 7.75
 
 
 def test_missing_sample_lowers_coverage_and_is_not_idle(costed: pd.DataFrame) -> None:
@@ -135,11 +169,20 @@ def test_missing_sample_lowers_coverage_and_is_not_idle(costed: pd.DataFrame) ->
     assert per_gpu.loc[1, c.COVERAGE_RATIO] == pytest.approx(1.0)
 
 
-def test_unit_share_for_mig_a30_and_slots() -> None:
-    assert unit_share("3g.40gb", A100, 1) == pytest.approx(3 / 7)
-    assert unit_share("1g.6gb", "NVIDIA A30", 1) == pytest.approx(1 / 4)
-    assert unit_share(pd.NA, T4, 4) == pytest.approx(1 / 4)
-    assert unit_share("1g.10gb", A100, 2) == pytest.approx(1 / 14)
+def test_gpu_share_for_mig_a30_and_slots() -> None:
+    assert gpu_share("3g.40gb", A100, 1) == pytest.approx(3 / 7)
+    assert gpu_share("1g.6gb", "NVIDIA A30", 1) == pytest.approx(1 / 4)
+    assert gpu_share(pd.NA, T4, 4) == pytest.approx(1 / 4)
+    assert gpu_share("1g.10gb", A100, 2) == pytest.approx(1 / 14)
+    assert gpu_share(None, T4, pd.NA) == 1.0
+
+
+def test_unit_mode_reads_the_stored_mode_else_the_unit() -> None:
+    assert unit_mode("mps", None, 4) == "mps"
+    assert unit_mode("dra", "1g.10gb", 1) == "dra"
+    assert unit_mode(None, "1g.10gb", 1) == "mig"
+    assert unit_mode(pd.NA, pd.NA, 2) == "time-slice"
+    assert unit_mode(None, None, 1) == "device-plugin"
 
 
 def test_spot_capacity_uses_the_spot_price() -> None:

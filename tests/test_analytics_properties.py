@@ -72,12 +72,24 @@ def test_idle_and_used_never_exceed_allocated(samples: pd.DataFrame, threshold: 
     assert (frame[c.UNUSED_COST_USD] <= frame[c.ALLOCATED_COST_USD] + tolerance).all()
 
 
+def _share(profile: Any, model: str, replicas: int) -> float:
+    """GPU-equivalent share written out from the contract: g of 7 slices (A30: 4), / R."""
+    slices = 4 if "A30" in model else 7
+    g = int(profile.split("g.")[0]) / slices if isinstance(profile, str) else 1.0
+    return g / replicas
+
+
 @PROPS
 @given(fleets)
 def test_allocated_plus_unallocated_is_capacity_with_data(samples: pd.DataFrame) -> None:
     total = summarize(prepare(samples, None, BOOK), [], 0.05).iloc[0]
-    with_data = samples["util_ratio"].notna()
-    hours = (samples.loc[with_data, "step_s"] / 3600).sum()
+    with_data = samples[samples["util_ratio"].notna()]
+    hours = sum(
+        step / 3600 * _share(profile, model, replicas)
+        for step, profile, model, replicas in with_data[
+            ["step_s", "mig_profile", "gpu_model", "timeslice_replicas"]
+        ].itertuples(index=False)
+    )
     assert total[c.ALLOCATED_GPU_HOURS] + total[c.UNALLOCATED_GPU_HOURS] == pytest.approx(hours)
     assert total[c.CAPACITY_GPU_HOURS] == pytest.approx(hours)
 

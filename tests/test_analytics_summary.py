@@ -148,6 +148,7 @@ def _big(n_units: int, n_steps: int) -> pd.DataFrame:
             "team": np.where(held, "t", None),
             "pod_gpu_count": 2,
             "attribution": np.where(held, "pod", None),
+            "allocation": "device-plugin",
             "util_ratio": rng.random(len(gpu)),
             "util_signal": "dev_gpu_util",
             "fb_used_mib": 1000.0,

@@ -193,6 +193,16 @@ def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: Contract section 3 in SQL: a unit's hours × g/7 (A30: g/4) for a MIG instance, / its slots.
+GPU_EQUIVALENT_HOURS = """
+SELECT sum(h.data_s / 3600.0 / g.timeslice_replicas * CASE WHEN g.mig_profile IS NULL THEN 1.0
+    ELSE CAST(substr(g.mig_profile, 1, instr(g.mig_profile, 'g') - 1) AS REAL)
+         / (CASE WHEN g.model_name LIKE '%A30%' THEN 4 ELSE 7 END) END)
+FROM gpu_samples_hourly h JOIN gpus g ON g.id = h.gpu_id
+WHERE h.hour_ts >= ? AND h.hour_ts < ?
+"""
+
+
 def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path, tmp_path: Path) -> None:
     source = data_source()
     week = page("reports").chosen_week(source.data.current(), {})
@@ -201,16 +211,12 @@ def test_weekly_download_is_the_cli_csv(app: Dash, fleet_path: Path, tmp_path: P
     assert got["filename"] == f"gpuwatch-weekly-{week}.csv"
     # byte for byte what `gpuwatch report weekly` writes for the week
     assert got["content"] == _cli(fleet_path, tmp_path, "report", "weekly", "--week", week)
-    # and its hours are every sample-hour the store holds for the week, held or not
+    # and its hours are every GPU-equivalent hour the store holds for the week, held or not
     rows = list(csv.DictReader(io.StringIO(got["content"])))
     assert len(rows) > 10
     start, end = iso_week_bounds(week)
     with sqlite3.connect(fleet_path) as conn:
-        (stored,) = conn.execute(
-            "SELECT sum(data_s) / 3600.0 FROM gpu_samples_hourly "
-            "WHERE hour_ts >= ? AND hour_ts < ?",
-            (start, end),
-        ).fetchone()
+        (stored,) = conn.execute(GPU_EQUIVALENT_HOURS, (start, end)).fetchone()
     held = sum(float(r["allocated_gpu_hours"]) + float(r["unallocated_gpu_hours"]) for r in rows)
     assert held == pytest.approx(stored, abs=0.01 * len(rows))  # rows are rounded to 0.01 h
 

@@ -413,3 +413,43 @@ def test_a_week_of_data_ending_now_is_high_confidence() -> None:
     rec = only(recommend(rows, None, BOOK, POLICY, start, end), "use_spot").iloc[0]
     assert rec["evidence"]["hours_observed"] == 169
     assert rec["confidence"] == "high"
+
+
+# Workloads holding GPUs through ResourceClaims (DRA) ----------------------------------------
+
+
+def _claimed(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The workload's samples and its pod as held through a ResourceClaim of gpu.nvidia.com."""
+    pods = pods_frame(
+        [{"pod_id": 1, "pod": "w-0", "namespace": "ns", "workload_kind": "Deployment",
+          "workload": "w", "gpu_resource": "gpu.nvidia.com", "allocation": "dra"}]
+    )  # fmt: skip
+    return samples.assign(allocation="dra").astype({"allocation": "string"}), pods
+
+
+def test_a_claimed_gpu_is_suggested_as_a_mig_claim_request() -> None:
+    samples, pods = _claimed(workload(constant(24, 0.2), fb_used_mib=15000, fb_total_mib=81920))
+    recs = recommend(samples, pods, BOOK, POLICY, T0, T0 + 24 * HOUR)
+    rec = only(recs, "use_mig").iloc[0]
+    assert rec["current"] == "1 × gpu.nvidia.com (ResourceClaim)"
+    assert rec["suggested"] == (
+        "ResourceClaim request: deviceClassName mig.nvidia.com, "
+        'selector device.attributes["gpu.nvidia.com"].profile == "2g.20gb"'
+    )
+    assert rec["allocation"] == "dra"
+    assert rec["est_monthly_savings_usd"] == pytest.approx(7 * 730 * 5 / 7)
+
+
+def test_an_idle_claim_is_reclaimed_in_claim_terms() -> None:
+    samples, pods = _claimed(workload(constant(6, 0.0)))
+    rec = only(recommend(samples, pods, BOOK, POLICY, T0, T0 + 6 * HOUR), "reclaim_idle").iloc[0]
+    assert (rec["current"], rec["suggested"]) == (
+        "1 × gpu.nvidia.com (ResourceClaim)",
+        "0 × gpu.nvidia.com (ResourceClaim)",
+    )
+
+
+def test_device_plugin_workloads_say_so() -> None:
+    rec = only(run(workload(constant(6, 0.0)), 6), "reclaim_idle").iloc[0]
+    assert rec["allocation"] == "device-plugin"
+    assert rec["current"] == "1 × nvidia.com/gpu"

@@ -138,7 +138,7 @@ def _counts(scope: _Scope) -> tuple[Panel, ...]:
         _stat(
             "GPUs unallocated",
             f"sum({unallocated}) or vector(0)",
-            f"GPU units no pod holds (`{NODE_UNALLOCATED}`).",
+            f"GPUs no pod holds, in GPU equivalents (`{NODE_UNALLOCATED}`).",
             steps=(("green", None), ("orange", 1)),
         ),
     )
@@ -195,7 +195,8 @@ def _utilization(scope: _Scope) -> Row:
                     Query(f"sum({scope.sel(NAMESPACE_GPUS, namespace=False)})", "allocated"),
                     Query(f"sum({scope.sel(NODE_UNALLOCATED, namespace=False)})", "unallocated"),
                 ),
-                f"`{NAMESPACE_GPUS}` and `{NODE_UNALLOCATED}`, stacked.",
+                f"`{NAMESPACE_GPUS}` and `{NODE_UNALLOCATED}`, stacked, in GPU equivalents (a "
+                "MIG instance counts g/7): together they are the GPUs reporting.",
                 stacked=True,
             ),
             _series(

@@ -31,11 +31,12 @@ FB_USED = "gpuwatch:gpu_fb_used:ratio"
 SHARE = "gpuwatch:gpu_share:ratio"
 PRICE = "gpuwatch:gpu_price:usd_per_hour"
 POD_GPUS = "gpuwatch:pod_gpus_allocated:count"
-NAMESPACE_GPUS = "gpuwatch:namespace_gpus_allocated:count"
+#: GPU equivalents (contract section 3): a MIG instance counts g/7 of a GPU.
+NAMESPACE_GPUS = "gpuwatch:namespace_gpus_allocated:sum"
 NAMESPACE_UTIL_SUM = "gpuwatch:namespace_gpu_util:sum"
 NAMESPACE_COST = "gpuwatch:namespace_allocated_cost:usd_per_hour"
 NAMESPACE_IDLE_COST = "gpuwatch:namespace_idle_cost:usd_per_hour"
-NODE_UNALLOCATED = "gpuwatch:node_gpus_unallocated:count"
+NODE_UNALLOCATED = "gpuwatch:node_gpus_unallocated:sum"
 TEMPERATURE = "gpuwatch:gpu_temp:celsius"
 XID_CODE = f"gpuwatch:gpu_xid_code:max{XID_ERROR.window}"
 ROW_REMAP_FAILURE = "gpuwatch:gpu_row_remap_failure:value"
@@ -129,11 +130,12 @@ def _per_holder(params: RuleParams) -> list[Record]:
     idle_gpus = f"{_allocated(PRICE)} and {UTIL} < {idle}"
     idle_cost = f"{promql.aggregate('sum', namespace, idle_gpus)}\nor\n{NAMESPACE_COST} * 0"
     gpu = promql.by([*params.cluster, "gpu"])
-    unallocated = f"{UTIL}\nunless on ({gpu})\n{_allocated(UTIL)}"
+    unallocated = f"{SHARE}\nunless on ({gpu})\n{_allocated(UTIL)}"
+    used = f"{_allocated(UTIL)} * {_allocated(SHARE)}"
     return [
         Record(POD_GPUS, promql.aggregate("count", pod, _allocated(UTIL))),
-        Record(NAMESPACE_GPUS, promql.aggregate("count", namespace, _allocated(UTIL))),
-        Record(NAMESPACE_UTIL_SUM, promql.aggregate("sum", namespace, _allocated(UTIL))),
+        Record(NAMESPACE_GPUS, promql.aggregate("sum", namespace, _allocated(SHARE))),
+        Record(NAMESPACE_UTIL_SUM, promql.aggregate("sum", namespace, used)),
         Record(NAMESPACE_COST, promql.aggregate("sum", namespace, _allocated(PRICE))),
         Record(NAMESPACE_IDLE_COST, idle_cost),
         Record(NODE_UNALLOCATED, promql.aggregate("count", [*params.cluster, "node"], unallocated)),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuwatch.domain.allocation import DEVICE_PLUGIN, unit_mode
 from gpuwatch.domain.frames import (
     GPU_COLUMNS,
     NODE_COLUMNS,
@@ -23,6 +24,11 @@ from gpuwatch.domain.frames import (
 
 Record = Mapping[str, Any]
 _NA: Any = pd.NA
+
+
+def _mode(record: Record) -> str:
+    return unit_mode(None, record.get("mig_profile"), record.get("timeslice_replicas", 1))
+
 
 _SAMPLE_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "cluster": lambda r: "c1",
@@ -42,6 +48,7 @@ _SAMPLE_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "team": lambda r: _NA,
     "pod_gpu_count": lambda r: _NA,
     "attribution": lambda r: "pod" if _has(r, "pod") else _NA,
+    "allocation": _mode,
     "util_ratio": lambda r: float("nan"),
     "util_signal": lambda r: "prof_gr_engine_active" if _has(r, "util_ratio") else _NA,
     "fb_used_mib": lambda r: float("nan"),
@@ -65,6 +72,7 @@ _POD_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "started_ts": lambda r: _NA,
     "finished_ts": lambda r: _NA,
     "dcgm_only": lambda r: False,
+    "allocation": lambda r: _NA,
 }
 
 _GPU_DEFAULTS: dict[str, Callable[[Record], Any]] = {
@@ -76,6 +84,7 @@ _GPU_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "timeslice_replicas": lambda r: 1,
     "gpu_model": lambda r: "NVIDIA A100-SXM4-80GB",
     "capacity_type": lambda r: "on_demand",
+    "allocation": _mode,
     "memory_total_mib": lambda r: float("nan"),
 }
 
@@ -90,6 +99,7 @@ _NODE_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "timeslice_replicas": lambda r: 1,
     "cluster": lambda r: "c1",
     "provider": lambda r: _NA,
+    "gpu_sharing": lambda r: DEVICE_PLUGIN,
 }
 
 

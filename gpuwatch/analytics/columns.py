@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 # Added to samples by the costing step.
-GPU_HOURS = "gpu_hours"  # step_s / 3600 where the sample has a utilization reading, else 0
-USD_PER_HOUR = "usd_per_hour"  # price of the unit (share of a GPU), $ per hour
+DATA_HOURS = "data_hours"  # step_s / 3600 where the sample has a utilization reading, else 0
+GPU_HOURS = "gpu_hours"  # data_hours × the unit's share of its GPU: GPU-equivalent hours
+USD_PER_HOUR = "usd_per_hour"  # price of the unit's whole GPU, $ per GPU-hour
 ALLOCATED = "allocated"  # the sample is held by a pod
 UTIL = "util_ratio"
 # Only in frames of hourly roll-ups (docs/storage.md).
@@ -71,6 +72,7 @@ RECOMMENDATION_COLUMNS: tuple[str, ...] = (
     "confidence",
     "evidence",
     "est_monthly_savings_usd",
+    "allocation",
 )
 
 #: Keys of a workload (one row of the weekly report, one subject of recommendations).

@@ -6,16 +6,14 @@ where DCGM carries no pod labels, and adds hours, the unit price and the allocat
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import attribute_node_level
+from gpuwatch.domain.allocation import gpu_share
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import DCGM_ONLY_ATTRIBUTION
-from gpuwatch.domain.mig import mig_fraction
 from gpuwatch.domain.pricing import PriceBook
 
 #: Pod identity columns of a sample, cleared when a sample is not held by a pod.
@@ -35,18 +33,21 @@ POD_TEXT = ("namespace", "pod", "workload_kind", "workload", "team")
 _UNIT_FACTS = ["gpu_id", "node", "gpu_model", "capacity_type", "mig_profile", "timeslice_replicas"]
 
 
-def unit_share(mig_profile: Any, model: Any, replicas: Any) -> float:
-    """Share of a whole GPU's price one unit pays: ``g/7`` for MIG, ``1/R`` per slot."""
-    share = 1.0
-    if isinstance(mig_profile, str) and mig_profile:
-        share = mig_fraction(mig_profile, model if isinstance(model, str) else None)
-    if replicas is not None and replicas is not pd.NA and int(replicas) > 1:
-        share /= int(replicas)
-    return share
+def unit_shares(units: pd.DataFrame) -> pd.Series:
+    """Each unit's share of its physical GPU (:func:`gpuwatch.domain.allocation.gpu_share`),
+    indexed by ``gpu_id`` (any frame with the unit facts)."""
+    facts = units[_UNIT_FACTS].drop_duplicates("gpu_id")
+    values = [
+        gpu_share(mig, model, replicas)
+        for _, _, model, _, mig, replicas in facts.itertuples(index=False)
+    ]
+    return pd.Series(values, index=facts["gpu_id"].to_numpy(), dtype="float64")
 
 
 def unit_prices(units: pd.DataFrame, price_book: PriceBook) -> pd.Series:
-    """$ per hour of each GPU unit, indexed by ``gpu_id`` (any frame with the unit facts)."""
+    """$ per GPU-hour of each unit's physical GPU, indexed by ``gpu_id`` (any frame with the
+    unit facts). A unit's own hours are GPU-equivalent (:func:`unit_shares`), so its cost is
+    hours × this price."""
     facts = units[_UNIT_FACTS].drop_duplicates("gpu_id")
     values = [
         price_book.usd_per_gpu_hour(
@@ -54,8 +55,7 @@ def unit_prices(units: pd.DataFrame, price_book: PriceBook) -> pd.Series:
             "" if cap is pd.NA else cap,
             None if node is pd.NA else node,
         )
-        * unit_share(mig, model, replicas)
-        for _, node, model, cap, mig, replicas in facts.itertuples(index=False)
+        for _, node, model, cap, _, _ in facts.itertuples(index=False)
     ]
     return pd.Series(values, index=facts["gpu_id"].to_numpy(), dtype="float64")
 
@@ -82,18 +82,22 @@ def drop_gpuless_pods(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.Da
 
 
 def cost_samples(samples: pd.DataFrame, price_book: PriceBook) -> pd.DataFrame:
-    """Samples with ``gpu_hours``, ``usd_per_hour`` and ``allocated`` added.
+    """Samples with ``data_hours``, ``gpu_hours``, ``usd_per_hour`` and ``allocated`` added.
 
-    ``gpu_hours`` is ``step_s / 3600`` where the sample has a utilization reading and 0 where it
-    has none (no data); ``util_ratio`` is clipped to 0–1 and 0 where missing.
+    ``data_hours`` is ``step_s / 3600`` where the sample has a utilization reading and 0 where
+    it has none (no data); ``gpu_hours`` is that × the unit's share of its GPU (GPU-equivalent
+    hours, contract section 3); ``usd_per_hour`` is the price of the whole GPU, so that cost is
+    ``gpu_hours × usd_per_hour``. ``util_ratio`` is clipped to 0–1 and 0 where missing.
     """
     frame = samples.copy()
     util = frame["util_ratio"].to_numpy(dtype="float64", na_value=np.nan)
     has_data = ~np.isnan(util)
     frame[c.UTIL] = np.clip(np.nan_to_num(util, nan=0.0), 0.0, 1.0)
-    frame[c.GPU_HOURS] = np.where(has_data, frame["step_s"].to_numpy(dtype="float64") / HOUR_S, 0.0)
-    prices = unit_prices(frame, price_book)
-    frame[c.USD_PER_HOUR] = frame["gpu_id"].map(prices).to_numpy(dtype="float64")
+    data_hours = np.where(has_data, frame["step_s"].to_numpy(dtype="float64") / HOUR_S, 0.0)
+    ids = frame["gpu_id"]
+    frame[c.DATA_HOURS] = data_hours
+    frame[c.GPU_HOURS] = data_hours * ids.map(unit_shares(frame)).to_numpy(dtype="float64")
+    frame[c.USD_PER_HOUR] = ids.map(unit_prices(frame, price_book)).to_numpy(dtype="float64")
     frame[c.ALLOCATED] = frame["pod"].notna().to_numpy() & frame["pod"].ne("").fillna(False)
     missing = frame[c.ALLOCATED] & frame["workload"].isna()
     if bool(missing.any()):
@@ -121,6 +125,8 @@ def _categorical_by(frame: pd.DataFrame, names: tuple[str, ...], key: str) -> bo
 def categorize(frame: pd.DataFrame) -> pd.DataFrame:
     """Text columns as categoricals, so that grouping millions of samples stays fast."""
     _categorical_by(frame, UNIT_TEXT, "gpu_id")
+    if "allocation" in frame.columns:  # the unit's, or ``dra`` for a pod holding it by claim
+        frame["allocation"] = frame["allocation"].astype("category")
     if not _categorical_by(frame, POD_TEXT, "pod_id"):
         for name in POD_TEXT:
             frame[name] = frame[name].astype("category")

@@ -15,9 +15,17 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.policy import AnalyticsPolicy
-from gpuwatch.analytics.rules import KINDS, Context, Finding, WorkloadMeasures, findings
+from gpuwatch.analytics.rules import (
+    CLAIM_SUFFIX,
+    KINDS,
+    Context,
+    Finding,
+    WorkloadMeasures,
+    findings,
+)
 from gpuwatch.analytics.totals import HOURS_PER_MONTH, hours_with_data
 from gpuwatch.analytics.workloads import workload_stats
+from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.domain.series import StoredDetail
@@ -82,6 +90,7 @@ def _row(
         "confidence": confidence(w, ctx.policy),
         "evidence": evidence,
         "est_monthly_savings_usd": rate * HOURS_PER_MONTH * finding.fraction_saved,
+        "allocation": w.allocation,
     }
 
 
@@ -121,7 +130,10 @@ def workload_resources(pods: pd.DataFrame | None) -> dict[tuple[str, str, str, s
     if pods is None or pods.empty:
         return {}
     keys = ["cluster", "namespace", "workload_kind", "workload"]
-    held = pods[pods["gpu_count"].gt(0) & pods["gpu_resource"].notna()]
+    held = pods[pods["gpu_count"].gt(0) & pods["gpu_resource"].notna()].copy()
+    claimed = held["allocation"].astype(object).eq(DRA).to_numpy()
+    resource = held["gpu_resource"].astype(str)
+    held["gpu_resource"] = resource.where(~claimed, resource + CLAIM_SUFFIX)
     counts = held.groupby([*keys, "gpu_resource"], sort=True).size().reset_index(name="n")
     top = counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(keys)
     return {tuple(r[:4]): str(r[4]) for r in top.itertuples(index=False)}

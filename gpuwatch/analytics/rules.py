@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.mig import (
     MigProfile,
     compute_slices,
@@ -78,6 +79,13 @@ class WorkloadMeasures:
     team: Any
     nodes: tuple[str, ...]
     mig_profile: Any
+    #: How its GPUs were held, modes ``+``-joined (``dra``: through ResourceClaims).
+    allocation: str = ""
+
+    @property
+    def claims(self) -> bool:
+        """Whether the workload holds its GPUs through ResourceClaims (DRA)."""
+        return DRA in self.allocation.split("+")
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,17 @@ def _resource(w: WorkloadMeasures, ctx: Context) -> str:
     if isinstance(w.mig_profile, str):
         return f"nvidia.com/mig-{w.mig_profile}"
     return "nvidia.com/gpu"
+
+
+#: How a DRA workload's resource reads: its DeviceClass, then this.
+CLAIM_SUFFIX = " (ResourceClaim)"
+#: NVIDIA's DRA driver: its MIG DeviceClass and the attribute domain of its devices.
+DRA_MIG_CLASS = "mig.nvidia.com"
+DRA_DOMAIN = "gpu.nvidia.com"
+
+
+def _claim(device_class: str, selector: str) -> str:
+    return f"ResourceClaim request: deviceClassName {device_class}, selector {selector}"
 
 
 def _count(n: float, resource: str) -> str:
@@ -209,7 +228,11 @@ def use_mig(w: WorkloadMeasures, ctx: Context) -> Finding | None:
         return None
     evidence = {"profile_memory_mib": profile.memory_mib, "profile_slices": profile.g}
     fraction = 1.0 - profile.fraction
-    return Finding("use_mig", _count(1, _resource(w, ctx)), profile.resource, fraction, evidence)
+    suggested = profile.resource
+    if w.claims:
+        selector = f'device.attributes["{DRA_DOMAIN}"].profile == "{profile.name}"'
+        suggested = _claim(DRA_MIG_CLASS, selector)
+    return Finding("use_mig", _count(1, _resource(w, ctx)), suggested, fraction, evidence)
 
 
 def share_gpu(w: WorkloadMeasures, ctx: Context) -> Finding | None:
@@ -226,6 +249,8 @@ def share_gpu(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     if replicas < 2:
         return None
     suggested = f"nvidia.com/gpu.shared (time-sliced, {replicas} replicas)"
+    if w.claims:
+        suggested = f"one ResourceClaim shared by {replicas} pods (1/{replicas} of a GPU each)"
     current = _count(1, _resource(w, ctx))
     return Finding("share_gpu", current, suggested, 1 - 1 / replicas, {"replicas": replicas})
 
@@ -294,7 +319,11 @@ def cheaper_model(w: WorkloadMeasures, ctx: Context) -> Finding | None:
         "projected_p95_util_pct": round(100 * best.projected_util, 2),
         "providers": sorted(_providers(w, ctx)),
     }
-    return Finding("cheaper_model", str(w.gpu_model), best.model.model,
+    suggested = best.model.model
+    if w.claims:
+        selector = f'device.attributes["{DRA_DOMAIN}"].productName == "{suggested}"'
+        suggested = f"{suggested} ({_claim(DRA_DOMAIN, selector)})"
+    return Finding("cheaper_model", str(w.gpu_model), suggested,
                    1 - best.price / current, evidence)  # fmt: skip
 
 

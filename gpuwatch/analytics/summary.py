@@ -100,13 +100,13 @@ def summarize(costed: pd.DataFrame, by: Sequence[str], idle_threshold_ratio: flo
     """
     values = sample_measures(costed, idle_threshold_ratio)
     values[c.OBSERVED_HOURS] = expected_hours_per_sample(costed)
+    values[c.DATA_HOURS] = costed[c.DATA_HOURS].to_numpy(dtype="float64")
     keys = costed[list(by)] if by else pd.DataFrame(index=costed.index)
     sums = group_sum(keys.reset_index(drop=True), values)
     if not by and sums.empty:
         sums = pd.DataFrame({name: [0.0] for name in values})
-    data_hours = sums[c.ALLOCATED_GPU_HOURS] + sums[c.UNALLOCATED_GPU_HOURS]
     observed = sums[c.OBSERVED_HOURS]
-    sums[c.COVERAGE_RATIO] = (data_hours / observed).where(observed > 0)
+    sums[c.COVERAGE_RATIO] = (sums[c.DATA_HOURS] / observed).where(observed > 0)
     out = add_ratios(sums)[[*by, *c.SUMMARY_COLUMNS]]
     return as_text(out, by)
 
@@ -127,7 +127,7 @@ def unit_coverage(
     A unit exists from ``first_seen_ts`` to ``last_seen_ts`` plus one step (the step of its
     samples, else 0). Missing samples lower ``coverage_ratio``; they are never idle.
     """
-    data = costed.groupby("gpu_id")[c.GPU_HOURS].sum()
+    data = costed.groupby("gpu_id")[c.DATA_HOURS].sum()
     step = costed.groupby("gpu_id")["step_s"].max()
     units = gpus[["cluster", "node", "gpu_id", "gpu_model", "first_seen_ts", "last_seen_ts"]]
     unit_step = units["gpu_id"].map(step).fillna(0).to_numpy(dtype="float64")
@@ -137,7 +137,7 @@ def unit_coverage(
     with_data = units["gpu_id"].map(data).fillna(0.0).to_numpy(dtype="float64")
     out = units[["cluster", "node", "gpu_id", "gpu_model"]].copy()
     out[c.OBSERVED_HOURS] = existed
-    out[c.GPU_HOURS] = with_data
+    out[c.DATA_HOURS] = with_data
     out[c.COVERAGE_RATIO] = np.where(
         existed > 0, with_data / np.where(existed > 0, existed, 1), np.nan
     )
@@ -147,9 +147,8 @@ def unit_coverage(
 def capacity_timeseries(
     costed: pd.DataFrame, bucket_s: int, by: Sequence[str] = ()
 ) -> pd.DataFrame:
-    """Capacity vs allocated vs used per time bucket: mean GPU units over the bucket, and hours.
-
-    A MIG instance or a time-slice slot counts as one GPU unit.
+    """Capacity vs allocated vs used per time bucket: mean GPUs over the bucket, and
+    GPU-hours, in GPU equivalents (a MIG instance counts g/7 of a GPU, a slot 1/R).
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket must be a positive number of seconds, got {bucket_s}")

@@ -29,6 +29,7 @@ from gpuwatch.analytics.measures import (
 )
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.summary import as_text, idle_fraction
+from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.mig import parse_profile
 from gpuwatch.domain.pricing import PriceBook, is_spot
 from gpuwatch.domain.series import StoredDetail
@@ -142,6 +143,16 @@ def _add_facts(out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, first: np
         nodes[int(w)] = (*nodes.get(int(w), ()), str(node))
     out["nodes"] = [nodes.get(i, ()) for i in range(n)]
     out["mig_profile"] = _top_share(rows, wid, n, "mig_profile")
+    out["allocation"] = _modes(rows, wid, n)
+
+
+def _modes(rows: pd.DataFrame, wid: np.ndarray, n: int) -> list[str]:
+    """Per workload: how its GPUs were held, modes ``+``-joined (contract section 7)."""
+    frame = pd.DataFrame({"wid": wid, "mode": rows["allocation"].astype(object)})
+    found: dict[int, set[str]] = {}
+    for w, mode in frame.dropna().drop_duplicates().itertuples(index=False):
+        found.setdefault(int(w), set()).add(str(mode))
+    return [joined(found.get(i, ())) for i in range(n)]
 
 
 def workload_stats(
@@ -181,4 +192,5 @@ STAT_COLUMNS = (
     "team",
     "nodes",
     "mig_profile",
+    "allocation",
 )

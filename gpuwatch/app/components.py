@@ -90,7 +90,8 @@ def _window_radio(f: Filters) -> html.Div:
 
 
 def filter_bar(f: Filters, opts: Options | None) -> html.Div:
-    """Cluster, team, namespace, GPU model and window; a change rewrites the URL's query.
+    """Cluster, team, namespace, GPU model, allocation mode and window; a change rewrites the
+    URL's query.
 
     Without ``opts``, the time window alone (pages about one workload, node or GPU).
     """
@@ -101,6 +102,7 @@ def filter_bar(f: Filters, opts: Options | None) -> html.Div:
             _dropdown("team", f.team, opts.teams, "All teams"),
             _dropdown("namespace", f.namespace, opts.namespaces, "All namespaces"),
             _dropdown("model", f.model, opts.models, "All GPU models"),
+            _dropdown("allocation", f.allocation, opts.allocations, "All allocations"),
         ]
     return html.Div([*choices, _window_radio(f)], className="gw-filters", id="gw-filters")
 

@@ -25,7 +25,7 @@ from gpuwatch.store import repository
 
 __all__ = ["WINDOWS", "DashboardData", "Filters", "Snapshot"]
 DEFAULT_WINDOW = "7d"
-FILTER_NAMES = ("cluster", "team", "namespace", "model", "window")
+FILTER_NAMES = ("cluster", "team", "namespace", "model", "allocation", "window")
 
 
 def _first(value: object) -> str | None:
@@ -46,6 +46,8 @@ class Filters:
     team: str | None = None
     namespace: str | None = None
     model: str | None = None
+    #: How the GPUs were held: device-plugin, mig, time-slice, mps or dra.
+    allocation: str | None = None
     window: str = DEFAULT_WINDOW
 
     @classmethod
@@ -56,6 +58,7 @@ class Filters:
             team=_first(query.get("team")),
             namespace=_first(query.get("namespace")),
             model=_first(query.get("model")),
+            allocation=_first(query.get("allocation")),
             window=window if window in WINDOWS else DEFAULT_WINDOW,
         )
 

@@ -38,6 +38,7 @@ READING_COLUMNS: tuple[str, ...] = (
     "temp_c",
     "power_w",
     "xid",
+    c.DATA_HOURS,
     c.GPU_HOURS,
     c.USD_PER_HOUR,
     c.ALLOCATED,
@@ -55,6 +56,7 @@ HOURLY_COLUMNS: tuple[str, ...] = (
     "capacity_type",
     "mig_profile",
     "timeslice_replicas",
+    "allocation",
     "namespace",
     "pod",
     "workload_kind",
@@ -67,7 +69,7 @@ HOURLY_COLUMNS: tuple[str, ...] = (
 )
 UNIT_TEXT = ("cluster", "node", "gpu_model", "capacity_type", "mig_profile")
 POD_TEXT = ("namespace", "pod", "workload_kind", "workload", "team")
-TEXT = (*UNIT_TEXT, *POD_TEXT, "attribution", "util_signal")
+TEXT = (*UNIT_TEXT, *POD_TEXT, "attribution", "util_signal", "allocation")
 _SMALL = {
     "gpu_id": "int32",
     "pod_id": "int32",
@@ -80,7 +82,7 @@ _SMALL = {
     "xid": "int32",
 }
 #: Per (window day, GPU unit) columns of :func:`gpu_daily`.
-GPU_SUMS = (c.SAMPLES, c.GPU_HOURS, "util_hours", "xid_hours", "prof_samples", "dev_samples")
+GPU_SUMS = (c.SAMPLES, c.DATA_HOURS, "util_hours", "xid_hours", "prof_samples", "dev_samples")
 GPU_PEAKS = ("fb_used_ratio_max", "temp_c_max", "power_w_max", "xid_last")
 
 
@@ -102,7 +104,7 @@ def compact(costed: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Columns derived again when rows are read (:func:`with_costs`), not kept in the snapshot.
-DERIVED = (c.GPU_HOURS, c.USD_PER_HOUR)
+DERIVED = (c.DATA_HOURS, c.GPU_HOURS, c.USD_PER_HOUR)
 STORED_COLUMNS = tuple(name for name in HOURLY_COLUMNS if name not in DERIVED)
 
 
@@ -118,13 +120,16 @@ def stored(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def with_costs(rows: pd.DataFrame, usd_per_hour: np.ndarray) -> pd.DataFrame:
+def with_costs(rows: pd.DataFrame, usd_per_hour: np.ndarray, share: np.ndarray) -> pd.DataFrame:
     """Stored rows with :data:`DERIVED` again, as costing computes them: data hours
-    (``step_s`` is the seconds with a reading) and the unit's price (``usd_per_hour`` is
-    indexed by ``gpu_id``)."""
-    step = rows["step_s"].to_numpy(dtype="float64")
+    (``step_s`` is the seconds with a reading), GPU-equivalent hours (× the unit's ``share``
+    of its GPU) and its GPU's price (``usd_per_hour`` and ``share`` are indexed by
+    ``gpu_id``)."""
+    data = rows["step_s"].to_numpy(dtype="float64") / HOUR_S
     ids = rows["gpu_id"].to_numpy(dtype="int64")
-    return rows.assign(**{c.GPU_HOURS: step / HOUR_S, c.USD_PER_HOUR: usd_per_hour[ids]})
+    return rows.assign(
+        **{c.DATA_HOURS: data, c.GPU_HOURS: data * share[ids], c.USD_PER_HOUR: usd_per_hour[ids]}
+    )
 
 
 def concat_parts(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +189,9 @@ def cost_daily(hourly: pd.DataFrame, end_ts: int, idle_threshold_ratio: float) -
     out = out.merge(_labels(hourly, "gpu_id", ("cluster", "node", "gpu_model")), how="left")
     pods = _labels(hourly[hourly["pod_id"] != NO_POD], "pod_id", POD_TEXT)
     out = out.merge(pods, on="pod_id", how="left")
-    for name in ("cluster", "node", "gpu_model", *POD_TEXT):
+    modes = hourly.drop_duplicates(["gpu_id", "pod_id"])[["gpu_id", "pod_id", "allocation"]]
+    out = out.merge(modes.astype({"allocation": object}), on=["gpu_id", "pod_id"], how="left")
+    for name in ("cluster", "node", "gpu_model", "allocation", *POD_TEXT):
         if not isinstance(out[name].dtype, pd.CategoricalDtype):
             out[name] = out[name].astype(object).astype("category")
     return out
@@ -209,7 +216,7 @@ def gpu_daily(hourly: pd.DataFrame, end_ts: int) -> pd.DataFrame:
     samples, and the peaks of memory used (share of total), temperature and hourly mean power.
 
     """
-    hours = hourly[c.GPU_HOURS].to_numpy(dtype="float64")
+    hours = hourly[c.DATA_HOURS].to_numpy(dtype="float64")
     fb_used = hourly["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan)
     fb_total = hourly["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan)
     xid = hourly["xid"].to_numpy(dtype="float64", na_value=0.0)
@@ -221,7 +228,7 @@ def gpu_daily(hourly: pd.DataFrame, end_ts: int) -> pd.DataFrame:
             "day": day_index(ts, end_ts),
             "gpu_id": hourly["gpu_id"].to_numpy(dtype="int64"),
             c.SAMPLES: samples,
-            c.GPU_HOURS: hours,
+            c.DATA_HOURS: hours,
             "util_hours": hours * hourly[c.UTIL].to_numpy(dtype="float64"),
             "xid_hour": np.where(xid != 0, ts, -1),
             "prof_samples": np.where(signal.eq("prof_gr_engine_active"), samples, 0.0),

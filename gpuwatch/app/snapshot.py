@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
-from gpuwatch.analytics.costing import prepare, unit_prices
+from gpuwatch.analytics.costing import prepare, unit_prices, unit_shares
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.app import rollup
 from gpuwatch.domain.durations import DAY_S, HOUR_S, WEEK_S
@@ -81,6 +81,8 @@ class Snapshot:
     price_book: PriceBook
     policy: AnalyticsPolicy
     rollup_idle_util_pct: float | None = None
+    #: The devices ResourceClaims held at the last Kubernetes snapshot (``dra_devices``).
+    dra: pd.DataFrame = field(default_factory=pd.DataFrame)
     built_s: float = 0.0
     #: The store the snapshot was read from: recommendations read its stored detail
     #: (:mod:`gpuwatch.store.repository_detail`) for the window they cover.
@@ -104,14 +106,16 @@ class Snapshot:
         """The hourly rows of ``[start_ts, end_ts)`` with data hours and unit prices."""
         ts = self.hourly["ts"].to_numpy()
         first, last = np.searchsorted(ts, [start_ts, end_ts], side="left")
-        return rollup.with_costs(self.hourly.iloc[int(first) : int(last)], self._prices())
+        rows = self.hourly.iloc[int(first) : int(last)]
+        return rollup.with_costs(rows, self._by_unit("usd_per_hour"), self._by_unit("gpu_share"))
 
-    def _prices(self) -> np.ndarray:
+    def _by_unit(self, column: str) -> np.ndarray:
+        """A column of ``units`` as an array indexed by ``gpu_id``."""
         ids = self.units["gpu_id"].to_numpy(dtype="int64")
         top = int(max(ids.max(initial=0), self.hourly["gpu_id"].max() if len(self.hourly) else 0))
-        prices = np.full(top + 1, np.nan)
-        prices[ids] = self.units["usd_per_hour"].to_numpy(dtype="float64")
-        return prices
+        values = np.full(top + 1, np.nan)
+        values[ids] = self.units[column].to_numpy(dtype="float64")
+        return values
 
     def memo(self, key: Hashable, compute: Callable[[], T], *, pin: bool = False) -> T:
         """``compute()`` once per key for this snapshot.
@@ -159,7 +163,9 @@ def _hour_ceil(ts: int) -> int:
 def _labelled_units(engine: Engine, price_book: PriceBook) -> pd.DataFrame:
     units = repository.load_gpus(engine)
     prices = unit_prices(units, price_book) if len(units) else pd.Series(dtype="float64")
+    shares = unit_shares(units) if len(units) else pd.Series(dtype="float64")
     units["usd_per_hour"] = units["gpu_id"].map(prices).astype("float64")
+    units["gpu_share"] = units["gpu_id"].map(shares).astype("float64")
     return units
 
 
@@ -176,7 +182,7 @@ def _empty_snapshot(
         span_start_ts=0,
         first_ts=None,
         step_s=0,
-        units=repository.load_gpus(engine).assign(usd_per_hour=0.0),
+        units=repository.load_gpus(engine).assign(usd_per_hour=0.0, gpu_share=1.0),
         pods=repository.load_pods(engine),
         nodes=repository.load_nodes(engine),
         collection=repository.load_collection_state(engine),
@@ -299,6 +305,7 @@ def build_snapshot(
         price_book=price_book,
         policy=policy,
         rollup_idle_util_pct=repository.rollup_idle_util_pct(engine),
+        dra=repository.load_dra_devices(engine),
         built_s=time.monotonic() - began,
         engine=engine,
     )

@@ -24,12 +24,13 @@ from gpuwatch.analytics.totals import best_per_workload, data_span, potential_sa
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, pending_series
+from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_detail
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
-_FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"))
+_FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
 _POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
 
 
@@ -198,7 +199,7 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
             monthly_savings_usd=potential_savings_usd(recs),
             recommendations=len(recs),
             data_hours=data_hours(snap, f.window),
-            coverage_ratio=float(cov[c.GPU_HOURS].sum()) / observed if observed > 0 else math.nan,
+            coverage_ratio=float(cov[c.DATA_HOURS].sum()) / observed if observed > 0 else math.nan,
             window_start_ts=start,
             window_end_ts=end,
         )
@@ -282,9 +283,17 @@ def workloads(snap: Snapshot, f: Filters) -> pd.DataFrame:
         pairs = pd.DataFrame({"w": wid, "m": rows["gpu_model"].astype(object)}).drop_duplicates()
         models = pairs.dropna().groupby("w")["m"].agg(lambda s: ", ".join(sorted(map(str, s))))
         facts["gpu_models"] = models.reindex(range(len(first))).to_numpy()
+        facts["allocation"] = _joined(wid, rows["allocation"], len(first))
         return out.merge(facts, on=WORKLOAD, how="left")
 
     return snap.memo(("workloads", f), compute)
+
+
+def _joined(wid: np.ndarray, modes: pd.Series, n: int) -> np.ndarray:
+    """Per group id: its distinct allocation modes, ``+``-joined (contract section 7)."""
+    pairs = pd.DataFrame({"w": wid, "m": modes.astype(object)}).dropna().drop_duplicates()
+    found = pairs.groupby("w")["m"].agg(lambda s: joined(map(str, s)))
+    return found.reindex(range(n)).to_numpy()
 
 
 def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndarray:
@@ -338,6 +347,7 @@ class Options:
     teams: list[str]
     namespaces: list[str]
     models: list[str]
+    allocations: list[str]
 
 
 def _sorted_text(values: pd.Series) -> list[str]:
@@ -355,6 +365,7 @@ def options(snap: Snapshot, f: Filters) -> Options:
             teams=_sorted_text(pods["team"]),
             namespaces=_sorted_text(narrowed["namespace"]),
             models=_sorted_text(snap.units["gpu_model"]),
+            allocations=_sorted_text(snap.cost["allocation"]),
         )
 
     return snap.memo(("options", f.cluster, f.team), compute)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.claims import claim_checks
 from gpuwatch.analytics.explain import WorkloadDistributions
 from gpuwatch.analytics.explain import workload_distributions as distributions
 from gpuwatch.app.data import Filters, Snapshot
@@ -99,7 +100,7 @@ def heatmap(
         col = ((rows["ts"].to_numpy()[keep] - start) // column_s).astype("int64")
         cell = r_idx[keep] * n_cols + col
         size = len(units) * n_cols
-        data_h = rows[c.GPU_HOURS].to_numpy(dtype="float64")[keep]
+        data_h = rows[c.DATA_HOURS].to_numpy(dtype="float64")[keep]
         util = np.bincount(cell, data_h * rows[c.UTIL].to_numpy(dtype="float64")[keep], size)
         data = np.bincount(cell, data_h, size)
         z = np.where(data > 0, 100.0 * util / np.where(data > 0, data, 1.0), np.nan)
@@ -118,14 +119,14 @@ def gpu_table(
         units = _scoped_units(snap, f, node)
         rows = gpu_rows(snap, f)
         g = rows.groupby("gpu_id")
-        stats = g[["samples", c.GPU_HOURS, "util_hours", "xid_hours"]].sum()
+        stats = g[["samples", c.DATA_HOURS, "util_hours", "xid_hours"]].sum()
         peaks = ["temp_c_max", "power_w_max", "fb_used_ratio_max", "xid_last"]
         stats[peaks] = g[peaks].max()
         held = cost_rows(snap, f)
         stats["held_gpu_hours"] = held.groupby("gpu_id")[c.ALLOCATED_GPU_HOURS].sum()
         cov = coverage(snap, f).set_index("gpu_id")[c.COVERAGE_RATIO]
         out = units.merge(stats.reset_index(), on="gpu_id", how="left")
-        hours = out[c.GPU_HOURS].fillna(0.0)
+        hours = out[c.DATA_HOURS].fillna(0.0)
         out["util_pct"] = (100.0 * out["util_hours"] / hours).where(hours > 0)
         out["held_gpu_hours"] = out["held_gpu_hours"].fillna(0.0)
         out["memory_peak_pct"] = 100.0 * out["fb_used_ratio_max"]
@@ -313,7 +314,7 @@ def health_by_node(snap: Snapshot, f: Filters) -> pd.DataFrame:
         hours = snap.gaps["hour_ts"].to_numpy()
         gaps = gap_runs(snap.gaps[(hours >= start) & (hours < end)])
         frame = units[["cluster", "node", "gpu_id"]].merge(per_unit.reset_index(), how="left")
-        frame = frame.merge(cov[["gpu_id", c.OBSERVED_HOURS, c.GPU_HOURS]], how="left")
+        frame = frame.merge(cov[["gpu_id", c.OBSERVED_HOURS, c.DATA_HOURS]], how="left")
         frame["unattributed"] = ~frame["gpu_id"].isin(attributed)
         by_gap = gaps.groupby("gpu_id")["gap_s"].agg(["count", "sum", "max"])
         frame = frame.merge(by_gap.reset_index(), on="gpu_id", how="left")
@@ -337,7 +338,7 @@ def _health_per_node(frame: pd.DataFrame) -> pd.DataFrame:
         prof=("prof_samples", "sum"),
         dev=("dev_samples", "sum"),
         observed=(c.OBSERVED_HOURS, "sum"),
-        data=(c.GPU_HOURS, "sum"),
+        data=(c.DATA_HOURS, "sum"),
         unattributed=("unattributed", "sum"),
         gaps=("count", "sum"),
         gap_s=("sum", "sum"),
@@ -347,3 +348,20 @@ def _health_per_node(frame: pd.DataFrame) -> pd.DataFrame:
     out[c.COVERAGE_RATIO] = (out["data"] / out["observed"]).where(out["observed"] > 0)
     out["util_signal"] = [_signal(p, d) for p, d in zip(out["prof"], out["dev"], strict=True)]
     return out.drop(columns=["prof", "dev", "data", "observed"])
+
+
+def claim_problems(snap: Snapshot, f: Filters) -> pd.DataFrame:
+    """Claimed DRA devices of the cluster(s) in scope whose GPU time is not attributed to the
+    claim (:func:`~gpuwatch.analytics.claims.claim_checks`) over the window."""
+
+    def compute() -> pd.DataFrame:
+        rows = cost_rows(snap, f)
+        held_ids = rows.loc[rows["pod_id"] != NO_POD, "gpu_id"].unique()
+        held = snap.units[snap.units["gpu_id"].isin(held_ids)][["cluster", "gpu_uuid"]]
+        held_uuids = frozenset((str(a), str(b)) for a, b in held.astype(object).values)
+        devices = snap.dra
+        if f.cluster is not None and len(devices):
+            devices = devices[devices["cluster"].astype(object).eq(f.cluster)]
+        return claim_checks(devices, snap.units, held_uuids)
+
+    return snap.memo(("claim_problems", f), compute)

@@ -260,6 +260,8 @@ def _report(stats: CollectStats) -> None:
         f"{stats.pods:,} pods "
         f"from {rfc3339(stats.start_ts)} to {rfc3339(stats.end_ts)} ({stats.pages} pages)"
     )
+    if stats.dra is not None:
+        click.echo(stats.dra)
     for line in stats.issues.lines():
         click.echo(f"gpuwatch: warning: {line}", err=True)
 

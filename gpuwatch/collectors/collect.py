@@ -34,6 +34,7 @@ from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import rollup, writer
+from gpuwatch.store.models import DraDevice
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -77,6 +78,9 @@ class CollectStats:
     gpu_units: int
     pods: int
     issues: SeriesIssues = field(default_factory=SeriesIssues)
+    #: Whether GPUs held through ResourceClaims were attributed, and if not why (None: the
+    #: Kubernetes API was not read).
+    dra: str | None = None
 
 
 def plan_window(
@@ -111,6 +115,12 @@ def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> No
     known = [(str(p["namespace"]), str(p["name"]), str(p.get("uid") or "")) for p in pods]
     store_pods.adopt_dcgm_only(conn, cluster_id, known)
     writer.write_pods(conn, cluster_id, pods)
+    writer.upsert(
+        conn,
+        DraDevice,
+        [{**row, "cluster_id": cluster_id} for row in rows.dra_device_rows(snap)],
+        ("cluster_id", "claim_uid", "driver", "pool", "device"),
+    )
 
 
 def units_at_once(samples: writer.SampleColumns) -> dict[int, int]:
@@ -146,6 +156,7 @@ def _write_page(
     if frame.empty:
         return 0, set(), set(), 0
     frame = rows.resolve_nodes(frame, snap)
+    frame = rows.attribute_claims(frame, frame.pairs(), snap)
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
     units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
@@ -159,7 +170,10 @@ def _write_page(
     nominal = rows.nominal_memory(units, conn, cluster_id)
     memory = {gpu_ids[key]: value for key, value in nominal.items()}
     pod_map = rows.pod_ids(conn, cluster_id, frame, pairs, snap)
-    samples = writer.unique_samples(rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory))
+    empty = rows.empty_mig_gpus(units, conn, cluster_id)
+    idle = frozenset(gpu_ids[tuple(units[n][k] for k in writer.GPU_KEY)] for n in empty)
+    columns = rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory, idle)
+    samples = writer.unique_samples(columns)
     # Hours first written by this page are rolled up from the page itself, in memory.
     fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
     written = writer.write_unique_samples(conn, samples)
@@ -234,7 +248,10 @@ def collect(
         cluster_id = writer.ensure_cluster(conn, cluster)
         if snap is not None:
             _write_snapshot(conn, cluster_id, snap)
-            writer.advance_watermark(conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts)
+            writer.advance_watermark(
+                conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts,
+                {"dra": snap.dra.summary()},
+            )  # fmt: skip
     guard = _Guard(new_units, cluster) if new_units is not None else None
     fetcher = _Pages(prometheus, window, variants, stop)
     pages = fetcher.pages
@@ -274,4 +291,5 @@ def collect(
     finally:
         fetcher.close()
     end = pages[done - 1][1] if done else window.start_ts
-    return CollectStats(window.start_ts, end, done, total, len(units), len(pods), issues)
+    dra = snap.dra.summary() if snap is not None else None
+    return CollectStats(window.start_ts, end, done, total, len(units), len(pods), issues, dra)

@@ -41,8 +41,10 @@ from gpuwatch.collectors.dcgm_labels import (
 from gpuwatch.collectors.page import (
     IDENTITY_COLUMNS,
     OUTPUT_COLUMNS,
+    SHARING_COLUMNS,
     SIGNAL_DEV,
     SIGNAL_PROF,
+    UNIT_DTYPES,
     UNIT_KEY,
     PageSamples,
     empty_page,
@@ -82,6 +84,9 @@ class _SeriesTable:
     identities: pd.DataFrame
     units: list[tuple[str, int, int]]
     issues: screen.SeriesIssues
+    #: Per unit: pods sharing it through one ResourceClaim (1: not shared), whether a ``vgpu``
+    #: label made it a slot, whether a claim holds it.
+    sharing: dict[tuple[str, int, int], tuple[int, bool, bool]]
 
 
 #: A series' identity and its :data:`IDENTITY_COLUMNS` values (None: skipped), and the reasons
@@ -142,15 +147,39 @@ def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
     ]
 
 
+def _claim_slots(identities: Sequence[dict[str, Any] | None]) -> list[tuple[int, int]]:
+    """Per series: its slot and the number of pods sharing its device through one claim.
+
+    dcgm-exporter gives a claim shared by k pods one series per pod, same readings: each pod
+    gets a slot of its own (its rank among the claim's pods on that device), 1/k of the device.
+    """
+    pods: dict[tuple[str, int, str], set[str]] = {}
+    for i in identities:
+        if i is not None and i["dra_claim"] and i["pod"]:
+            key = (i["uuid"], i["mig_gi_id"], i["dra_claim"])
+            pods.setdefault(key, set()).add(f"{i['namespace']}/{i['pod']}")
+    ranks = {key: sorted(names) for key, names in pods.items() if len(names) > 1}
+    out: list[tuple[int, int]] = []
+    for i in identities:
+        shared = None if i is None else ranks.get((i["uuid"], i["mig_gi_id"], i["dra_claim"]))
+        if i is None or shared is None or not i["pod"]:
+            out.append((0 if i is None else int(i["slot"]), 1))
+        else:
+            out.append((shared.index(f"{i['namespace']}/{i['pod']}"), len(shared)))
+    return out
+
+
 def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _SeriesTable:
     found, fields, issues = _identities(results, variants)
     identities = [None if item is None else item[0] for item in found]
     dropped = _shadowed(identities)
-    keys = [
-        (i["uuid"], i["mig_gi_id"], i["slot"])
-        for i, drop in zip(identities, dropped, strict=True)
-        if i is not None and not drop
-    ]
+    slots = _claim_slots(identities)
+    keys, sharing = [], {}
+    for i, drop, (slot, shared_by) in zip(identities, dropped, slots, strict=True):
+        if i is not None and not drop:
+            key = (i["uuid"], i["mig_gi_id"], slot)
+            keys.append(key)
+            sharing[key] = (shared_by, bool(i["has_vgpu"]), bool(i["dra_claim"]))
     units = sorted(set(keys))
     index = {key: n for n, key in enumerate(units)}
     unit = np.full(len(identities), -1, dtype=np.int64)
@@ -166,7 +195,7 @@ def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _Se
     frame = pd.DataFrame.from_records(
         [empty if item is None else item[1] for item in found], columns=IDENTITY_COLUMNS
     )
-    return _SeriesTable(unit, score, frame, units, issues)
+    return _SeriesTable(unit, score, frame, units, issues, sharing)
 
 
 @dataclass(frozen=True)
@@ -285,9 +314,11 @@ def _rows(
     ts = grid.t0 + (cells % grid.size) * grid.step_s
     total = _capacity_at(capacity, unit, ts)
     present, unit = np.unique(unit, return_inverse=True)
-    units = pd.DataFrame([table.units[u] for u in present.tolist()], columns=UNIT_KEY)
+    keys = [table.units[u] for u in present.tolist()]
+    units = pd.DataFrame(keys, columns=UNIT_KEY)
+    facts = pd.DataFrame([table.sharing[k] for k in keys], columns=SHARING_COLUMNS)
     return PageSamples(
-        units=units.astype({"mig_gi_id": np.int64, "slot": np.int64}),
+        units=pd.concat([units, facts], axis=1).astype(UNIT_DTYPES),
         series=table.identities,
         unit=unit.astype(np.int64),
         ts=ts,

@@ -85,6 +85,7 @@ def series_identity(
             attributed[fact] = labels.get(name) or None
     if attributed["pod"] is None:
         attributed["namespace"] = attributed["container"] = None
+    claim = labels.get("dra_claim_name")
     hostname_label = next((n for n in variants.hostname if labels.get(n)), None)
     style = "exported" if pod_index == 0 and len(variants.pod) > 1 else "standard"
     if hostname_label and hostname_label != variants.hostname[0]:
@@ -100,5 +101,7 @@ def series_identity(
         "gpu_index": int(labels["gpu"]) if labels.get("gpu", "").isdigit() else None,
         "device": labels.get("device") or None,
         "label_style": style,
+        # A device held through a ResourceClaim (dcgm-exporter with DRA pod-resources).
+        "dra_claim": f"{labels.get('dra_claim_namespace', '')}/{claim}" if claim else None,
         **attributed,
     }

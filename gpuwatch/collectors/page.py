@@ -16,6 +16,11 @@ import pandas as pd
 from gpuwatch.collectors.screen import SeriesIssues
 
 UNIT_KEY = ["uuid", "mig_gi_id", "slot"]
+#: Facts of a unit besides its key: pods sharing its device through one ResourceClaim (1: not
+#: shared), whether it is a ``vgpu`` slot, whether a claim holds it.
+SHARING_COLUMNS = ["shared_by", "vgpu", "claimed"]
+UNIT_DTYPES = {"mig_gi_id": np.int64, "slot": np.int64, "shared_by": np.int64, "vgpu": bool,
+               "claimed": bool}  # fmt: skip
 #: Columns of ``PageSamples.series``: what a series' labels say besides its GPU unit.
 IDENTITY_COLUMNS = ["node", "model_name", "mig_profile", "gpu_index", "device",
                     "namespace", "pod", "container", "label_style"]  # fmt: skip
@@ -103,7 +108,16 @@ class PageSamples:
 def empty_page(series: pd.DataFrame | None = None) -> PageSamples:
     none_i = np.zeros(0, dtype=np.int64)
     return PageSamples(
-        units=pd.DataFrame({"uuid": [], "mig_gi_id": none_i, "slot": none_i}),
+        units=pd.DataFrame(
+            {
+                "uuid": [],
+                "mig_gi_id": none_i,
+                "slot": none_i,
+                "shared_by": none_i,
+                "vgpu": none_i.astype(bool),
+                "claimed": none_i.astype(bool),
+            }
+        ),
         series=series if series is not None else pd.DataFrame(columns=IDENTITY_COLUMNS),
         unit=none_i,
         ts=none_i,

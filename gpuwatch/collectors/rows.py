@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, select
 
 from gpuwatch.collectors.kube_parse import KubeSnapshot
-from gpuwatch.collectors.page import SIGNALS, PageSamples
+from gpuwatch.collectors.page import SIGNALS, UNIT_KEY, PageSamples
+from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, MIG, TIME_SLICE
 from gpuwatch.domain.pricing import builtin_prices
 from gpuwatch.store.models import UTIL_SIGNALS, Namespace, Node, Pod
 from gpuwatch.store.writer import SampleColumns, id_map, table_of, write_pods
@@ -37,6 +39,62 @@ def pod_rows(snap: KubeSnapshot, node_ids: Mapping[str, int]) -> list[dict[str, 
         row["last_seen_ts"] = snap.taken_ts
         out.append(row)
     return out
+
+
+def dra_device_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
+    """One ``dra_devices`` row per device a ResourceClaim holds (without the cluster id)."""
+    return [
+        {
+            "claim_namespace": d.claim_namespace,
+            "claim_name": d.claim_name,
+            "claim_uid": d.claim_uid,
+            "request": d.request,
+            "driver": d.driver,
+            "pool": d.pool,
+            "device": d.device,
+            "node": d.node,
+            "gpu_uuid": d.gpu_uuid,
+            "mig_profile": d.mig_profile,
+            "product": d.product,
+            "memory_mib": d.memory_mib,
+            "consumers": [list(c) for c in d.consumers],
+            "first_seen_ts": snap.taken_ts,
+            "last_seen_ts": snap.taken_ts,
+        }
+        for d in snap.dra.devices
+    ]
+
+
+def _claim_holders(snap: KubeSnapshot) -> dict[tuple[str, str | None], tuple[str, str]]:
+    """(GPU UUID, MIG profile or None) → the one pod a claim reserves that device for. A device
+    shared by several pods, or a MIG profile held twice on one GPU, is left out: which series is
+    whose cannot be told without the exporter's own labels."""
+    found: dict[tuple[str, str | None], list[tuple[str, str]]] = {}
+    for d in snap.dra.devices:
+        if d.gpu_uuid and len(d.consumers) == 1:
+            namespace, name, _ = d.consumers[0]
+            found.setdefault((d.gpu_uuid, d.mig_profile), []).append((namespace, name))
+    return {key: pods[0] for key, pods in found.items() if len(pods) == 1}
+
+
+def attribute_claims(
+    page: PageSamples, pairs: pd.DataFrame, snap: KubeSnapshot | None
+) -> PageSamples:
+    """Series without pod labels on a device a ResourceClaim holds (an exporter without DRA
+    pod mapping) are attributed to the claim's pod, joined by GPU UUID (and MIG profile)."""
+    if snap is None or not snap.dra.devices:
+        return page
+    holders = _claim_holders(snap)
+    series, units = page.series.copy(), page.units.copy()
+    columns = ["unit", "source", "uuid", "mig_gi_id", "mig_profile", "pod"]
+    for unit, source, uuid, gi, profile, pod in pairs[columns].itertuples(index=False):
+        key = (str(uuid), profile if int(gi) >= 0 and isinstance(profile, str) else None)
+        holder = holders.get(key)
+        if isinstance(pod, str) or holder is None:
+            continue
+        series.loc[source, ["namespace", "pod"]] = holder
+        units.loc[unit, "claimed"] = True
+    return replace(page, series=series, units=units)
 
 
 def resolve_nodes(page: PageSamples, snap: KubeSnapshot | None) -> PageSamples:
@@ -85,15 +143,63 @@ def dcgm_node_rows(conn: Connection, cluster_id: int, pairs: pd.DataFrame) -> li
     ]
 
 
-def _node_facts(conn: Connection, cluster_id: int) -> dict[int, tuple[int, float | None]]:
-    table = table_of(Node)
-    stmt = select(table.c.id, table.c.timeslice_replicas, table.c.gpu_memory_mib).where(
-        table.c.cluster_id == cluster_id
-    )
+class NodeFacts(NamedTuple):
+    """What the store knows of a node that decides how its GPU units are read."""
+
+    replicas: int
+    memory_mib: float | None
+    sharing: str
+    #: MIG mode is on (GFD's ``nvidia.com/mig.config`` names a layout, not ``all-disabled``).
+    mig_enabled: bool = False
+
+
+def _node_facts(conn: Connection, cluster_id: int) -> dict[int, NodeFacts]:
+    """Per node id: time-slice/MPS replicas, GPU memory (MiB), how it hands out GPUs, and
+    whether MIG mode is on."""
+    t = table_of(Node)
+    stmt = select(
+        t.c.id, t.c.timeslice_replicas, t.c.gpu_memory_mib, t.c.gpu_sharing, t.c.mig_config
+    ).where(t.c.cluster_id == cluster_id)
     return {
-        int(r[0]): (int(r[1] or 1), None if r[2] is None else float(r[2]))
+        int(r[0]): NodeFacts(
+            int(r[1] or 1),
+            None if r[2] is None else float(r[2]),
+            r[3] or DEVICE_PLUGIN,
+            r[4] is not None and r[4] != MIG_DISABLED,
+        )
         for r in conn.execute(stmt)
     }
+
+
+def empty_mig_gpus(units: list[dict[str, Any]], conn: Connection, cluster_id: int) -> set[int]:
+    """Positions in ``units`` (rows of :func:`gpu_rows`) of whole GPUs on nodes in MIG mode: a
+    GPU seen whole there has no MIG instance, so nothing can run on it."""
+    facts = _node_facts(conn, cluster_id)
+    on = {node for node, fact in facts.items() if fact.mig_enabled}
+    return {n for n, u in enumerate(units) if int(u["mig_gi_id"]) < 0 and u["node_id"] in on}
+
+
+def unit_sharing(unit: Mapping[Any, Any], node: NodeFacts) -> tuple[str, int]:
+    """How a unit is handed out and the slots its GPU (or MIG instance) is split into.
+
+    A device a claim shares among k pods: ``dra``, k. A ``vgpu`` slot: the node's time-slice
+    or MPS mode, its replicas. Otherwise the unit is the whole GPU or MIG instance DCGM sees
+    (1 slot): ``dra`` on a DRA node or when a claim holds it, else ``mig`` for an instance,
+    else the node's mode (a shared GPU whose exporter has no per-pod series is seen whole).
+    """
+    replicas, mode = node.replicas, node.sharing
+    if int(unit["shared_by"]) > 1:
+        return DRA, int(unit["shared_by"])
+    if bool(unit["vgpu"]):
+        return (mode if mode not in (DEVICE_PLUGIN, DRA) else TIME_SLICE), max(replicas, 1)
+    if mode == DRA or bool(unit["claimed"]):
+        return DRA, 1
+    return (MIG if int(unit["mig_gi_id"]) >= 0 else mode), 1
+
+
+_NO_NODE = NodeFacts(1, None, DEVICE_PLUGIN)
+#: GFD's ``nvidia.com/mig.config`` when MIG mode is off.
+MIG_DISABLED = "all-disabled"
 
 
 def _model_memory_mib(model: object) -> float | None:
@@ -137,7 +243,9 @@ def gpu_rows(
     for unit in _unit_facts(page, pairs).to_dict("records"):
         gi = int(unit["mig_gi_id"])
         node_id = node_ids.get(unit["node"]) if unit["node"] else None
-        replicas, node_memory = facts.get(node_id, (1, None)) if node_id else (1, None)
+        node = facts.get(node_id, _NO_NODE) if node_id else _NO_NODE
+        sharing, replicas = unit_sharing(unit, node)
+        node_memory = node.memory_mib
         memory = unit["memory_total_mib"]
         if pd.isna(memory):
             memory = nominal_memory_mib(gi, node_memory, unit["model_name"])
@@ -152,6 +260,7 @@ def gpu_rows(
                 "model_name": _text(unit["model_name"]),
                 "mig_profile": _text(unit["mig_profile"]),
                 "timeslice_replicas": replicas,
+                "sharing": sharing,
                 "memory_total_mib": None if memory is None or pd.isna(memory) else float(memory),
                 "first_seen_ts": int(unit["first_seen_ts"]),
                 "last_seen_ts": int(unit["last_seen_ts"]),
@@ -178,11 +287,19 @@ def nominal_memory(
     return {
         (u["uuid"], u["mig_gi_id"], u["slot"]): nominal_memory_mib(
             int(u["mig_gi_id"]),
-            facts.get(u["node_id"], (1, None))[1] if u["node_id"] else None,
+            facts.get(u["node_id"], _NO_NODE).memory_mib if u["node_id"] else None,
             u["model_name"],
         )
         for u in units
     }
+
+
+def _idle_util(page: PageSamples, gpu: np.ndarray, idle_gpus: frozenset[int]) -> np.ndarray:
+    util: np.ndarray = page.values["util_ratio"]
+    if not idle_gpus:
+        return util
+    empty = np.isin(gpu, np.fromiter(idle_gpus, dtype=np.int64)) & np.isnan(util)
+    return np.where(empty, 0.0, util)
 
 
 def _text(value: object) -> str | None:
@@ -255,10 +372,16 @@ def sample_columns(
     pod_map: Mapping[tuple[str, str], int],
     step_s: int,
     memory_by_gpu: Mapping[int, float | None] | None = None,
+    idle_gpus: frozenset[int] = frozenset(),
 ) -> SampleColumns:
-    """The page's rows as the columns of :data:`gpuwatch.store.writer.SAMPLE_FIELDS`."""
+    """The page's rows as the columns of :data:`gpuwatch.store.writer.SAMPLE_FIELDS`.
+
+    ``idle_gpus``: store ids of GPUs in MIG mode without instances (:func:`empty_mig_gpus`):
+    a reading of theirs without utilization (MIG mode has no ``DCGM_FI_DEV_GPU_UTIL``) is
+    utilization 0 with no signal, so the GPU counts as capacity nobody can use, never as
+    no data."""
     unit_gpu = np.array(
-        [gpu_ids[(u, int(g), int(s))] for u, g, s in page.units.itertuples(index=False)],
+        [gpu_ids[(u, int(g), int(s))] for u, g, s in page.units[UNIT_KEY].itertuples(index=False)],
         dtype=np.int64,
     )
     series = page.series
@@ -281,7 +404,7 @@ def sample_columns(
         ts=page.ts,
         step_s=np.full(len(page), step_s, dtype=np.int64),
         pod_id=series_pod[page.source],
-        util_ratio=page.values["util_ratio"],
+        util_ratio=_idle_util(page, unit_gpu[page.unit], idle_gpus),
         util_signal=signal_codes[page.util_signal],
         fb_used_mib=page.values["fb_used_mib"],
         fb_total_mib=total,

@@ -48,6 +48,12 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
         "pod (DCGM labels, pod listed by the API), dcgm-only (DCGM labels, pod never listed), "
         "node (node-level), <NA> unallocated",
     ),
+    Column(
+        "allocation",
+        "string",
+        "how the unit is handed out: device-plugin, mig, time-slice, mps or dra "
+        "(dra also for a pod holding a unit through a ResourceClaim)",
+    ),
     Column("util_ratio", "float64", "utilization 0-1, NaN when missing"),
     Column("util_signal", "string", "prof_gr_engine_active or dev_gpu_util, <NA> when missing"),
     Column("fb_used_mib", "float64", "framebuffer used, MiB, NaN when missing"),
@@ -76,6 +82,7 @@ GPU_COLUMNS: tuple[Column, ...] = (
     Column("timeslice_replicas", "int64", "replicas of the physical GPU"),
     Column("gpu_model", "string", "DCGM modelName"),
     Column("capacity_type", "string", "on_demand or spot"),
+    Column("allocation", "string", "device-plugin, mig, time-slice, mps or dra"),
     Column("memory_total_mib", "float64", "framebuffer total, MiB"),
     Column("first_seen_ts", "int64", "first instant the unit was seen"),
     Column("last_seen_ts", "int64", "last instant the unit was seen"),
@@ -98,6 +105,7 @@ POD_COLUMNS: tuple[Column, ...] = (
     Column("started_ts", "Int64", "start instant, <NA> while Pending"),
     Column("finished_ts", "Int64", "finish instant, <NA> while running"),
     Column("dcgm_only", "bool", "known from DCGM labels only: never listed by the Kubernetes API"),
+    Column("allocation", "string", "dra for a pod holding GPUs through claims, else <NA>"),
 )
 
 #: Samples' ``attribution`` of a pod known from DCGM labels only (docs/cost-model.md).
@@ -115,6 +123,7 @@ NODE_COLUMNS: tuple[Column, ...] = (
     Column("mig_capable", "bool", "node says nvidia.com/mig.capable=true"),
     Column("mig_strategy", "string", "single, mixed or <NA>"),
     Column("timeslice_replicas", "int64", "nvidia.com/gpu.replicas, 1 when not time-sliced"),
+    Column("gpu_sharing", "string", "device-plugin, time-slice, mps or dra"),
     Column("provider", "string", "cloud provider (aws, gcp, azure, oci, …), <NA> when unknown"),
 )
 

@@ -130,12 +130,10 @@ def _summed(rows: pd.DataFrame, keys: list[str], threshold: float) -> pd.DataFra
 
 
 def allocation_modes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of ``keys``: how its GPUs were held, ``+``-joined and sorted
-    (``device-plugin`` whole GPUs, ``mig`` instances, ``time-slice`` slots)."""
-    mig = rows["mig_profile"].astype(object).notna().to_numpy()
-    sliced = rows["timeslice_replicas"].fillna(1).astype("int64").gt(1).to_numpy()
-    mode = np.where(mig, "mig", np.where(sliced, "time-slice", "device-plugin"))
-    frame = as_text(rows[keys].reset_index(drop=True), keys).assign(allocation=mode)
+    """Per group of ``keys``: how its GPUs were held (the samples' ``allocation``: contract
+    section 7), distinct modes ``+``-joined and sorted."""
+    frame = as_text(rows[keys].reset_index(drop=True), keys)
+    frame["allocation"] = rows["allocation"].astype(object).to_numpy()
     frame = frame.drop_duplicates().sort_values([*keys, "allocation"], kind="stable")
     joined = frame.groupby(keys, sort=False, dropna=False)["allocation"].agg("+".join)
     return joined.reset_index()

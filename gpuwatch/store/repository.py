@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
+from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, unit_mode
 from gpuwatch.domain.frames import (
     DCGM_ONLY_ATTRIBUTION,
     GPU_COLUMNS,
@@ -31,6 +32,7 @@ from gpuwatch.store.models import (
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
+    DraDevice,
     Gpu,
     GpuSample,
     GpuSampleHourly,
@@ -91,6 +93,7 @@ def load_nodes(engine: Engine) -> pd.DataFrame:
         Node.mig_strategy,
         Node.timeslice_replicas,
         Node.provider,
+        func.coalesce(Node.gpu_sharing, DEVICE_PLUGIN).label("gpu_sharing"),
     ).join(Cluster, Cluster.id == Node.cluster_id)
     frame = _read(engine, stmt)
     frame["mig_capable"] = frame["mig_capable"].astype(bool)
@@ -109,6 +112,7 @@ def _gpu_facts(engine: Engine) -> pd.DataFrame:
             Gpu.timeslice_replicas,
             func.coalesce(Gpu.model_name, Node.gpu_model, "unknown").label("gpu_model"),
             func.coalesce(Node.capacity_type, "on_demand").label("capacity_type"),
+            Gpu.sharing,
             Gpu.memory_total_mib,
             Gpu.first_seen_ts,
             Gpu.last_seen_ts,
@@ -116,7 +120,14 @@ def _gpu_facts(engine: Engine) -> pd.DataFrame:
         .join(Cluster, Cluster.id == Gpu.cluster_id)
         .outerjoin(Node, Node.id == Gpu.node_id)
     )
-    return _read(engine, stmt)
+    frame = _read(engine, stmt)
+    modes = [
+        unit_mode(sharing, mig, replicas)
+        for sharing, mig, replicas in frame[["sharing", "mig_profile", "timeslice_replicas"]]
+        .astype(object)
+        .itertuples(index=False)
+    ]
+    return frame.drop(columns=["sharing"]).assign(allocation=pd.Series(modes, dtype=object))
 
 
 def load_gpus(engine: Engine) -> pd.DataFrame:
@@ -141,6 +152,7 @@ def load_pods(engine: Engine) -> pd.DataFrame:
             Pod.started_ts,
             Pod.finished_ts,
             (Pod.uid == "").label("dcgm_only"),
+            Pod.allocation,
         )
         .join(Cluster, Cluster.id == Pod.cluster_id)
         .outerjoin(Node, Node.id == Pod.node_id)
@@ -171,9 +183,11 @@ def _with_facts(engine: Engine, samples: pd.DataFrame) -> pd.DataFrame:
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
     pods = load_pods(engine)[
         ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
-         "dcgm_only"]
-    ].rename(columns={"gpu_count": "pod_gpu_count"})  # fmt: skip
+         "dcgm_only", "allocation"]
+    ].rename(columns={"gpu_count": "pod_gpu_count", "allocation": "pod_allocation"})  # fmt: skip
     frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
+    held_by_claim = frame.pop("pod_allocation").astype(object).eq(DRA).to_numpy()
+    frame["allocation"] = np.where(held_by_claim, DRA, frame["allocation"].astype(object))
     only_dcgm = frame.pop("dcgm_only").fillna(False).astype(bool).to_numpy()
     attribution = pd.Series(np.where(only_dcgm, DCGM_ONLY_ATTRIBUTION, "pod"), dtype=object)
     frame["attribution"] = attribution.where(frame["pod_id"].notna().to_numpy(), None)
@@ -339,20 +353,34 @@ def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) ->
         GpuSample.gpu_id == int(gpu_id), GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts)
     )
     samples = _read(engine, stmt).astype(
-        {"gpu_id": "int64", "ts": "int64", "step_s": "int64", "pod_id": "Int64"}
-    )
-    gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
-    pods = load_pods(engine)[
-        ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
-         "dcgm_only"]
-    ].rename(columns={"gpu_count": "pod_gpu_count"})  # fmt: skip
-    frame = samples.merge(gpus, on="gpu_id", how="left").merge(pods, on="pod_id", how="left")
-    only_dcgm = frame.pop("dcgm_only").fillna(False).astype(bool).to_numpy()
-    attribution = pd.Series(np.where(only_dcgm, DCGM_ONLY_ATTRIBUTION, "pod"), dtype=object)
-    frame["attribution"] = attribution.where(frame["pod_id"].notna().to_numpy(), None)
-    frame["util_signal"] = frame["util_signal"].astype("Int64").map(UTIL_SIGNALS)
-    frame["xid"] = frame["xid"].astype("Int64").fillna(0)
+        {"gpu_id": "int64", "ts": "int64", "step_s": "int64", "pod_id": "Int64",
+         "util_signal": "Int64", "xid": "Int64"}
+    )  # fmt: skip
+    frame = _with_facts(engine, samples)
     return conform(frame.sort_values("ts", kind="stable"), SAMPLE_COLUMNS).reset_index(drop=True)
+
+
+def load_dra_devices(engine: Engine) -> pd.DataFrame:
+    """The devices ResourceClaims held at each cluster's last Kubernetes snapshot."""
+    latest = (
+        select(DraDevice.cluster_id, func.max(DraDevice.last_seen_ts).label("ts"))
+        .group_by(DraDevice.cluster_id)
+        .subquery()
+    )
+    stmt = (
+        select(Cluster.name.label("cluster"), *(DraDevice.__table__.c[n] for n in _DRA_COLUMNS))
+        .join(Cluster, Cluster.id == DraDevice.cluster_id)
+        .join(
+            latest,
+            (latest.c.cluster_id == DraDevice.cluster_id) & (latest.c.ts == DraDevice.last_seen_ts),
+        )
+        .order_by(Cluster.name, DraDevice.claim_namespace, DraDevice.claim_name, DraDevice.device)
+    )
+    return _read(engine, stmt)
+
+
+_DRA_COLUMNS = ("claim_namespace", "claim_name", "driver", "pool", "device", "node", "gpu_uuid",
+                "mig_profile", "consumers")  # fmt: skip
 
 
 def load_collection_state(engine: Engine) -> pd.DataFrame:

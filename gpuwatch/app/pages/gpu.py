@@ -65,6 +65,15 @@ def holders(history: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("last_ts", ascending=False).reset_index(drop=True)
 
 
+def unit_price_text(unit: pd.Series) -> str:
+    """The unit's own price per hour and, for a part of a GPU, the GPU's."""
+    share = float(unit["gpu_share"])
+    text = f"{fmt.usd(unit['usd_per_hour'] * share)} per hour"
+    if share < 1:
+        text += f" ({share:.3g} of a {fmt.usd(unit['usd_per_hour'])}/h GPU)"
+    return text
+
+
 def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters) -> html.Div:
     m = sample_measures(history, idle_ratio) if len(history) else {}
     hours = float(history[c.GPU_HOURS].sum()) if len(history) else 0.0
@@ -82,7 +91,7 @@ def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters)
             card(
                 "GPU model",
                 fmt.text(unit["gpu_model"]),
-                f"{fmt.usd(unit['usd_per_hour'])} per hour",
+                unit_price_text(unit),
                 "model",
                 text=True,
             ),

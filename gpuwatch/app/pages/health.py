@@ -15,7 +15,7 @@ from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.gpus import node_href
 from gpuwatch.app.views import options
-from gpuwatch.app.views_gpu import health_by_node
+from gpuwatch.app.views_gpu import claim_problems, health_by_node
 
 PAGE, PATH, TITLE = "health", "/health", "Data health"
 
@@ -49,6 +49,7 @@ def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "updated": fmt.when(row["updated_ts"]),
                 "step": fmt.duration(step) if step else fmt.DASH,
                 "skipped": skipped_text(detail),
+                "dra": fmt.text(detail.get("dra")) if isinstance(detail, dict) else fmt.DASH,
             }
         )
     return rows
@@ -65,6 +66,7 @@ def collection_table(snap: Snapshot) -> Any:
         ("Last collection", lambda r: r["updated"]),
         ("Step", lambda r: r["step"]),
         ("Series skipped or changed", lambda r: r["skipped"]),
+        ("GPUs held through ResourceClaims", lambda r: r["dra"] or fmt.DASH),
     ]
     return html_table("health-collection", columns, rows)
 
@@ -97,6 +99,27 @@ def nodes_table(snap: Snapshot, f: Filters) -> Any:
         ("Last sample", lambda r: fmt.when(r["last_ts"])),
     ]
     return html_table("health-nodes", columns, frame.astype(object).to_dict("records"))
+
+
+def claims_section(snap: Snapshot, f: Filters) -> Any:
+    """Claimed DRA devices whose GPU time is not attributed to the claim, and why."""
+    frame = claim_problems(snap, f)
+    if frame.empty:
+        text = (
+            "Every device a ResourceClaim holds is attributed to its pods."
+            if len(snap.dra)
+            else "No ResourceClaim holds a GPU (or DRA attribution is off: see Collection)."
+        )
+        return html.P(text, className="gw-note", id="health-claims-none")
+    columns = [
+        ("Cluster", lambda r: fmt.text(r["cluster"])),
+        ("Claim", lambda r: fmt.text(r["claim"])),
+        ("Device", lambda r: fmt.text(r["device"])),
+        ("GPU", lambda r: fmt.text(r["gpu_uuid"]) or fmt.DASH),
+        ("Pods", lambda r: fmt.text(r["pods"]) or fmt.DASH),
+        ("Problem", lambda r: fmt.text(r["problem"])),
+    ]
+    return html_table("health-claims", columns, frame.astype(object).to_dict("records"))
 
 
 def rollup_note(snap: Snapshot, idle_util_pct: float) -> list[Any]:
@@ -138,6 +161,14 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
             "fewer samples than its step implies (or none, between its first and last "
             "sample) is missing data, and consecutive such hours make one gap; its length is "
             "the missing samples × the step.",
+        ),
+        section(
+            "ResourceClaims (DRA)",
+            claims_section(snap, f),
+            note="Devices allocated to ResourceClaims at the last collection, joined to DCGM "
+            "series by GPU UUID. Listed here: a device whose ResourceSlice gives no UUID, a GPU "
+            "with no DCGM series, or series of a claimed GPU that no pod held in the window (an "
+            "exporter without DRA pod mapping on a shared claim, for one).",
         ),
         *rollup_note(snap, idle_util_pct),
         section("Labels", html.P(LABELS_NOTE, className="gw-note")),

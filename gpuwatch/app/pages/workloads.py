@@ -35,13 +35,14 @@ COLUMNS = [
     text_column("cluster"),
     text_column("team"),
     text_column("gpu_models"),
+    text_column("allocation"),
     number_column("allocated_gpu_hours"),
     number_column("efficiency_pct"),
     money_column("allocated_cost_usd"),
     money_column("idle_cost_usd"),
     money_column("est_monthly_savings_usd"),
 ]
-_TEXT = ["workload", "workload_kind", "namespace", "cluster", "team", "gpu_models"]
+_TEXT = ["workload", "workload_kind", "namespace", "cluster", "team", "gpu_models", "allocation"]
 _NUMBERS = [col["id"] for col in COLUMNS if col["id"] not in _TEXT]
 
 

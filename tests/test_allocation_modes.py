@@ -1,0 +1,111 @@
+"""How GPUs are handed out (contract section 7): DRA claim slots in DCGM pages, each unit's
+mode and slots, DRA checks, and recommendations written as claim requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from gpuwatch.analytics.claims import NO_POD, NO_SERIES, NO_UUID, claim_checks
+from gpuwatch.collectors.dcgm import page_samples
+from gpuwatch.collectors.rows import NodeFacts, unit_sharing
+from gpuwatch.domain.labels import LabelVariants
+
+T0 = 1_763_251_200
+CLAIM = {
+    "dra_claim_name": "shared-gpu",
+    "dra_claim_namespace": "ml",
+    "dra_device_name": "gpu-0",
+    "dra_driver_name": "gpu.nvidia.com",
+    "dra_pool_name": "node-a",
+}
+
+
+def _series(uuid: str, value: str, **labels: str) -> dict[str, Any]:
+    metric = {"UUID": uuid, "Hostname": "node-a", "modelName": "NVIDIA H100 80GB HBM3", **labels}
+    return {"metric": metric, "values": [[T0, value]]}
+
+
+def _page() -> Any:
+    results = {
+        "util_prof": [
+            # one claim shared by two pods: one series per pod, the same reading
+            _series("GPU-s", "0.4", pod="b-1", namespace="ml", **CLAIM),
+            _series("GPU-s", "0.4", pod="a-0", namespace="ml", **CLAIM),
+            # a claim held by one pod: a whole device
+            _series("GPU-w", "0.9", pod="solo", namespace="ml", **{**CLAIM, "dra_claim_name": "w"}),
+            # a time-slice slot of another GPU
+            _series("GPU-t", "0.1", pod="nb", namespace="lab", vgpu="GPU-t::3"),
+            _series("GPU-p", "0.0"),
+        ]
+    }
+    return page_samples(results, LabelVariants(), 60)
+
+
+def test_a_claim_shared_by_two_pods_gives_each_pod_a_slot() -> None:
+    page = _page()
+    units = page.units.set_index(["uuid", "slot"])
+    assert units.loc[("GPU-s", 0), "shared_by"] == 2
+    assert units.loc[("GPU-s", 1), "shared_by"] == 2
+    assert bool(units.loc[("GPU-s", 0), "claimed"])
+    assert units.loc[("GPU-w", 0), "shared_by"] == 1
+    assert bool(units.loc[("GPU-w", 0), "claimed"])
+    assert bool(units.loc[("GPU-t", 3), "vgpu"])
+    assert not bool(units.loc[("GPU-p", 0), "claimed"])
+    frame = page.to_frame().set_index(["uuid", "slot"])
+    # slots follow the pods' names: a-0 first, b-1 second, whatever the series order
+    assert frame.loc[("GPU-s", 0), "pod"] == "a-0"
+    assert frame.loc[("GPU-s", 1), "pod"] == "b-1"
+    assert frame.loc[("GPU-s", 1), "util_ratio"] == 0.4
+
+
+DEVICE_PLUGIN_NODE = NodeFacts(1, None, "device-plugin")
+
+
+def _unit(**facts: Any) -> dict[str, Any]:
+    return {"mig_gi_id": -1, "shared_by": 1, "vgpu": False, "claimed": False, **facts}
+
+
+def test_each_unit_says_how_it_is_handed_out_and_into_how_many_slots() -> None:
+    assert unit_sharing(_unit(shared_by=3, claimed=True), DEVICE_PLUGIN_NODE) == ("dra", 3)
+    assert unit_sharing(_unit(claimed=True), DEVICE_PLUGIN_NODE) == ("dra", 1)
+    assert unit_sharing(_unit(), NodeFacts(1, None, "dra")) == ("dra", 1)
+    assert unit_sharing(_unit(mig_gi_id=2), DEVICE_PLUGIN_NODE) == ("mig", 1)
+    assert unit_sharing(_unit(vgpu=True), NodeFacts(4, None, "mps")) == ("mps", 4)
+    assert unit_sharing(_unit(vgpu=True), NodeFacts(4, None, "time-slice")) == ("time-slice", 4)
+    # a shared GPU whose exporter sees it whole is one unit: the whole GPU, one slot
+    assert unit_sharing(_unit(), NodeFacts(4, None, "mps")) == ("mps", 1)
+    assert unit_sharing(_unit(), DEVICE_PLUGIN_NODE) == ("device-plugin", 1)
+
+
+def _devices() -> pd.DataFrame:
+    base = {"cluster": "c1", "claim_namespace": "ml", "driver": "gpu.nvidia.com", "pool": "n1"}
+    return pd.DataFrame(
+        [
+            {**base, "claim_name": "ok", "device": "gpu-0", "gpu_uuid": "GPU-0",
+             "consumers": [["ml", "a", "u1"]]},
+            {**base, "claim_name": "nouuid", "device": "gpu-1", "gpu_uuid": None,
+             "consumers": [["ml", "b", "u2"]]},
+            {**base, "claim_name": "unseen", "device": "gpu-2", "gpu_uuid": "GPU-2",
+             "consumers": [["ml", "c", "u3"], ["ml", "d", "u4"]]},
+            {**base, "claim_name": "unheld", "device": "gpu-3", "gpu_uuid": "GPU-3",
+             "consumers": [["ml", "e", "u5"]]},
+        ]
+    )  # fmt: skip
+
+
+def test_claim_checks_name_each_device_that_is_not_attributed() -> None:
+    units = pd.DataFrame({"cluster": ["c1", "c1"], "gpu_uuid": ["GPU-0", "GPU-3"]})
+    found = claim_checks(_devices(), units, frozenset({("c1", "GPU-0")}))
+    assert found[["claim", "device", "pods", "problem"]].values.tolist() == [
+        ["ml/nouuid", "gpu.nvidia.com/n1/gpu-1", "ml/b", NO_UUID],
+        ["ml/unseen", "gpu.nvidia.com/n1/gpu-2", "ml/c, ml/d", NO_SERIES],
+        ["ml/unheld", "gpu.nvidia.com/n1/gpu-3", "ml/e", NO_POD],
+    ]
+
+
+def test_claim_checks_of_no_device_are_empty() -> None:
+    found = claim_checks(pd.DataFrame(), pd.DataFrame({"cluster": [], "gpu_uuid": []}), frozenset())
+    assert found.empty
+    assert list(found.columns) == ["cluster", "claim", "device", "gpu_uuid", "pods", "problem"]
