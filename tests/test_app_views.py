@@ -86,7 +86,7 @@ def test_coverage_equals_unit_coverage(engine: Engine, snap: Snapshot) -> None:
     f = Filters(window="3d")
     costed, start, end = _costed(engine, snap, f)
     expected = unit_coverage(costed, load_inputs(engine, start, end).gpus, start, end)
-    ratio = expected[c.GPU_HOURS].sum() / expected[c.OBSERVED_HOURS].sum()
+    ratio = expected[c.DATA_HOURS].sum() / expected[c.OBSERVED_HOURS].sum()
     assert views.headline(snap, f).coverage_ratio == pytest.approx(ratio, rel=1e-9)
     assert 0.5 < ratio <= 1.0
 

@@ -19,12 +19,13 @@ def _recs() -> pd.DataFrame:
          "workload": "train", "gpu_model": "Tesla T4", "kind": "reclaim_idle",
          "current": "1 × nvidia.com/gpu", "suggested": "0 × nvidia.com/gpu", "confidence": "medium",
          "evidence": {"hours_observed": 24.0, "p99_memory_mib": float("nan")},
-         "est_monthly_savings_usd": 1234.5678},
+         "est_monthly_savings_usd": 1234.5678, "allocation": "device-plugin"},
         {"cluster": "c1", "namespace": "ml", "team": pd.NA, "workload_kind": "Pod",
          "workload": "=cmd", "gpu_model": "Tesla T4", "kind": "memory_risk",
          "current": "15000 MiB used of 15360 MiB",
          "suggested": "a GPU or MIG profile with more memory",
-         "confidence": "low", "evidence": {}, "est_monthly_savings_usd": 0.0},
+         "confidence": "low", "evidence": {}, "est_monthly_savings_usd": 0.0,
+         "allocation": "+mig"},
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=list(RECOMMENDATION_COLUMNS))
 
@@ -45,7 +46,8 @@ def test_json_of_nothing_is_an_empty_array() -> None:
 def test_csv_has_evidence_as_json_and_neutralised_text() -> None:
     rows = list(csv.reader(io.StringIO(render_csv(_recs()))))
     assert rows[0] == list(RECOMMENDATION_COLUMNS)
-    assert rows[1][-1] == "1234.57"
+    assert rows[1][-2:] == ["1234.57", "device-plugin"]
+    assert rows[2][-1] == "'+mig"  # a text cell starting with + is neutralised
     assert json.loads(rows[1][10]) == {"hours_observed": 24.0, "p99_memory_mib": None}
     assert rows[2][4] == "'=cmd"
     assert "\r" not in render_csv(_recs())
