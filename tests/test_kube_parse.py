@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 
-from gpuwatch.collectors.kube_parse import (
+from gpuwatch.collectors.kube_nodes import (
     SPOT_LABELS,
+    capacity_type,
+    node_has_gpus,
+    parse_node,
+    parse_quantity,
+)
+from gpuwatch.collectors.kube_parse import (
     KubeSnapshot,
     build_snapshot,
-    capacity_type,
     epoch_seconds,
-    node_has_gpus,
     owner_index,
-    parse_node,
     parse_pod,
-    parse_quantity,
     pod_gpu_request,
     pod_gpu_requests,
     team_of,
@@ -256,6 +258,7 @@ def test_parse_node_reads_gfd_facts() -> None:
         "mig_strategy": None,
         "mig_config": None,
         "timeslice_replicas": 1,
+        "gpu_sharing": "device-plugin",
         "labels": kept,
         "provider": None,  # an on-premises PowerEdge: no providerID, no cloud's labels
     }
@@ -409,6 +412,7 @@ def test_parse_pod_row() -> None:
         "team": "a",
         "gpu_resource": "nvidia.com/gpu",
         "gpu_count": 1,
+        "allocation": None,
         "labels": {"team": "a"},
         "created_ts": 1794787200,
         "started_ts": 1794787205,
