@@ -30,6 +30,9 @@ READ_ONLY_RULES = {
     ("apps", "daemonsets"),
     ("batch", "jobs"),
     ("batch", "cronjobs"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceslices"),
+    ("resource.k8s.io", "deviceclasses"),
 }
 WORKLOAD_KINDS = {"Deployment", "CronJob", "Job", "StatefulSet", "DaemonSet"}
 

@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 
-from gpuwatch.collectors.kube_parse import (
+from gpuwatch.collectors.kube_nodes import (
     SPOT_LABELS,
+    capacity_type,
+    node_has_gpus,
+    parse_node,
+    parse_quantity,
+)
+from gpuwatch.collectors.kube_parse import (
     KubeSnapshot,
     build_snapshot,
-    capacity_type,
     epoch_seconds,
-    node_has_gpus,
     owner_index,
-    parse_node,
     parse_pod,
-    parse_quantity,
     pod_gpu_request,
     pod_gpu_requests,
     team_of,
@@ -256,6 +258,7 @@ def test_parse_node_reads_gfd_facts() -> None:
         "mig_strategy": None,
         "mig_config": None,
         "timeslice_replicas": 1,
+        "gpu_sharing": "device-plugin",
         "labels": kept,
         "provider": None,  # an on-premises PowerEdge: no providerID, no cloud's labels
     }
@@ -355,6 +358,69 @@ def test_mig_single_strategy_counts_physical_gpus(product: str, count: str, gpus
     )
 
 
+@pytest.mark.parametrize(
+    ("labels", "sharing"),
+    [
+        ({"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"}, "mps"),
+        (
+            {"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4"},
+            ("time-slice"),
+        ),
+        ({"nvidia.com/gpu.replicas": "2"}, "time-slice"),  # GFD without the strategy label
+        (
+            {"nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/gpu.replicas": "1"},
+            ("device-plugin"),
+        ),
+        ({}, "device-plugin"),
+    ],
+)
+def test_gpu_sharing_from_gfd_labels(labels: dict[str, str], sharing: str) -> None:
+    assert parse_node(node({"nvidia.com/gpu.count": "2", **labels}))["gpu_sharing"] == sharing
+
+
+def test_mps_with_renamed_resource_counts_physical_gpus() -> None:
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED",
+        "nvidia.com/gpu.sharing-strategy": "mps",
+        "nvidia.com/gpu.replicas": "10",
+    }
+    row = parse_node(node(labels, {"nvidia.com/gpu.shared": "40"}))
+    assert (row["gpu_count"], row["gpu_model"], row["gpu_sharing"]) == (
+        4,
+        "NVIDIA-A100-SXM4-40GB",
+        "mps",
+    )
+    assert row["timeslice_replicas"] == 10
+    assert node_has_gpus(node({}, {"nvidia.com/gpu.shared": "40"}))
+
+
+def test_time_sliced_allocatable_is_not_taken_for_gpus() -> None:
+    labels = {"nvidia.com/gpu.replicas": "4"}
+    assert parse_node(node(labels, {"nvidia.com/gpu": "8"}))["gpu_count"] == 2
+    with_count = {**labels, "nvidia.com/gpu.count": "2"}  # GFD counts physical GPUs
+    assert parse_node(node(with_count, {"nvidia.com/gpu": "8"}))["gpu_count"] == 2
+
+
+def test_mixed_mig_strategy_counts_physical_gpus() -> None:
+    mixed = {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    offered = {
+        "nvidia.com/gpu": "2",  # two GPUs without MIG
+        "nvidia.com/mig-1g.10gb": "7",  # one GPU as 7 × 1g
+        "nvidia.com/mig-3g.40gb": "2",  # one GPU as 2 × 3g (6 of 7 slices)
+    }
+    assert parse_node(node(mixed, offered))["gpu_count"] == 4
+    # GFD's count under the mixed strategy is every physical GPU, MIG-enabled or not
+    assert parse_node(node({**mixed, "nvidia.com/gpu.count": "4"}, offered))["gpu_count"] == 4
+    only_mig = node(mixed, {"nvidia.com/mig-2g.20gb": "3"})
+    assert parse_node(only_mig)["gpu_count"] == 1
+    assert parse_node(only_mig)["gpu_sharing"] == "device-plugin"
+
+
+def test_single_mig_strategy_without_gfd_count() -> None:
+    labels = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}
+    assert parse_node(node(labels, {"nvidia.com/gpu": "56"}))["gpu_count"] == 8
+
+
 def test_hand_edited_number_labels_are_ignored() -> None:
     row = parse_node(node({"nvidia.com/gpu.memory": "lots", "nvidia.com/gpu.count": "many"}))
     assert (row["gpu_memory_mib"], row["gpu_count"]) == (None, 0)
@@ -409,6 +475,7 @@ def test_parse_pod_row() -> None:
         "team": "a",
         "gpu_resource": "nvidia.com/gpu",
         "gpu_count": 1,
+        "allocation": None,
         "labels": {"team": "a"},
         "created_ts": 1794787200,
         "started_ts": 1794787205,

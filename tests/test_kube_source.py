@@ -182,6 +182,7 @@ def test_nodes_carry_gfd_facts_and_spot_labels(server: KubeApiServer, kubeconfig
         "mig_strategy": "none",
         "mig_config": None,
         "timeslice_replicas": 1,
+        "gpu_sharing": "device-plugin",
         "provider": "aws",  # spec.providerID aws:///us-east-1a/i-…
     }
     assert h100["labels"]["topology.kubernetes.io/zone"] == "us-east-1a"

@@ -11,7 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from gpuwatch.collectors.dra_parse import DraState, dra_off
 from gpuwatch.collectors.kube import KubeSource
+from gpuwatch.collectors.kube_dra import NOT_SERVED
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
 from gpuwatch.simulate.apiserver import kubeconfig_for
 from gpuwatch.simulate.exposition import exporter_hostname
@@ -44,7 +46,9 @@ def fleet() -> Fleet:
     return build_fleet(7)
 
 
-def _snapshot(objects: dict[str, list[dict[str, Any]]], ts: int = TS) -> KubeSnapshot:
+def _snapshot(
+    objects: dict[str, list[dict[str, Any]]], ts: int = TS, dra: DraState | None = None
+) -> KubeSnapshot:
     return build_snapshot(
         objects["pods"],
         objects["nodes"],
@@ -53,6 +57,7 @@ def _snapshot(objects: dict[str, list[dict[str, Any]]], ts: int = TS) -> KubeSna
         objects["jobs"],
         "team",
         ts,
+        dra,
     )
 
 
@@ -190,7 +195,8 @@ def test_the_collectors_client_reads_the_live_api(
     config = kubeconfig_for(api.url, tmp_path / "kubeconfig")
     with KubeSource(kubeconfig=str(config), page_size=7, retries=0) as source:
         snap = source.snapshot(TS)
-    assert snap == _snapshot(kube_objects(fleet, TS, PROD))
+    # the simulated API serves no resource.k8s.io: DRA attribution is off
+    assert snap == _snapshot(kube_objects(fleet, TS, PROD), dra=dra_off(NOT_SERVED))
     assert any(r.query.get("continue") for r in api.requests), "lists were paginated"
 
 

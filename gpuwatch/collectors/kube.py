@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,6 +27,17 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gpuwatch.collectors.dra_parse import DEFAULT_GPU_DRIVERS, DraState
+from gpuwatch.collectors.kube_dra import DRA_RBAC_NEEDED, read_dra
+from gpuwatch.collectors.kube_errors import (
+    Expired,
+    Failure,
+    KubeConfigError,
+    KubeError,
+    KubeStatusError,
+    failure_reason,
+    status_text,
+)
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 from gpuwatch.collectors.stop import NEVER, Stop
@@ -34,66 +45,22 @@ from gpuwatch.collectors.stop import NEVER, Stop
 if TYPE_CHECKING:
     from gpuwatch.config import Settings
 
-#: The access gpuwatch needs, as a ClusterRole would grant it.
+__all__ = [
+    "DRA_RBAC_NEEDED",
+    "RBAC_NEEDED",
+    "KubeConfigError",
+    "KubeError",
+    "KubeSource",
+    "KubeStatusError",
+]
+
+#: The access gpuwatch needs, as a ClusterRole would grant it (DRA's is optional).
 RBAC_NEEDED = (
     "get, list on pods, nodes, namespaces (core), replicasets, deployments, statefulsets, "
-    "daemonsets (apps), jobs, cronjobs (batch)"
+    f"daemonsets (apps), jobs, cronjobs (batch); for DRA attribution also {DRA_RBAC_NEEDED}"
 )
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 _GONE = 410
-
-
-class KubeError(Exception):
-    """A Kubernetes API problem, phrased for one line on stderr."""
-
-
-class KubeConfigError(KubeError):
-    """No usable client configuration (kubeconfig or in-cluster service account)."""
-
-
-class _Expired(Exception):
-    """A continue token the server no longer accepts (410): the list restarts."""
-
-
-class _Failure(Exception):
-    """One failed attempt that may be retried; ``text`` says why, ``unreachable`` how."""
-
-    def __init__(self, text: str, unreachable: bool) -> None:
-        super().__init__(text)
-        self.text = text
-        self.unreachable = unreachable
-
-
-def _reason(exc: BaseException) -> str:
-    """The root cause of a connection error in a few words (``Connection refused``)."""
-    chain: list[BaseException] = []
-    todo: list[BaseException] = [exc]
-    while todo:
-        current = todo.pop(0)
-        if any(current is seen for seen in chain):
-            continue
-        chain.append(current)
-        nested = (getattr(current, "reason", None), current.__cause__, current.__context__)
-        todo.extend(e for e in nested if isinstance(e, BaseException))
-    for current in chain:
-        if isinstance(current, OSError) and current.strerror:
-            return str(current.strerror)
-    if any(isinstance(e, TimeoutError | urllib3.exceptions.TimeoutError) for e in chain):
-        return "timed out"
-    text = str(chain[-1]).split(">: ", 1)[-1]  # drop urllib3's "<connection object at ...>: "
-    return " ".join(text.split()) or type(chain[-1]).__name__
-
-
-def _status_text(exc: ApiException) -> str:
-    message = ""
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-        if isinstance(body, dict):
-            message = str(body.get("message") or "")
-    except (ValueError, TypeError):
-        pass
-    text = f"HTTP {exc.status} {exc.reason or ''}".strip()
-    return f"{text} ({' '.join(message.split())[:200]})" if message else text
 
 
 class KubeSource:
@@ -112,6 +79,7 @@ class KubeSource:
         list_max_pages: int = 1000,
         list_timeout_s: float = 300.0,
         stop: Stop = NEVER,
+        dra_gpu_drivers: Sequence[str] = DEFAULT_GPU_DRIVERS,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.context = context
@@ -124,6 +92,7 @@ class KubeSource:
         self.list_max_pages = max(1, list_max_pages)
         self.list_timeout_s = list_timeout_s
         self.stop = stop
+        self.dra_gpu_drivers = tuple(dra_gpu_drivers)
         self._api: Any = None
         self._host = ""
 
@@ -140,6 +109,7 @@ class KubeSource:
             retries=kube.retries,
             page_size=kube.page_size,
             team_label=settings.labels.team,
+            dra_gpu_drivers=kube.dra_gpu_drivers,
         )
 
     # -- configuration -----------------------------------------------------------------------
@@ -220,12 +190,27 @@ class KubeSource:
         namespaces = self._list("namespaces", core.list_namespace)
         replicasets = self._list("replicasets", apps.list_replica_set_for_all_namespaces)
         jobs = self._list("jobs", batch.list_job_for_all_namespaces)
+        dra = self.dra_state()
         try:
             return build_snapshot(
-                pods, nodes, namespaces, replicasets, jobs, self.team_label, now_ts
+                pods, nodes, namespaces, replicasets, jobs, self.team_label, now_ts, dra
             )
         except ValueError as exc:
             raise KubeError(f"Kubernetes API at {self._host} returned {exc}") from exc
+
+    def dra_state(self) -> DraState:
+        """DRA's GPU devices (:mod:`gpuwatch.collectors.kube_dra`); off, with the reason, where
+        the API server does not serve them or gpuwatch may not read them."""
+        return read_dra(self._client(), self._get_json, self._list, self.dra_gpu_drivers)
+
+    def _get_json(self, what: str, method: Callable[..., Any]) -> dict[str, Any]:
+        """One JSON object (a discovery document), bounded and retried as a list page is."""
+        deadline = time.monotonic() + self.list_timeout_s
+        raw = self._bounded(what, lambda: self._raw(what, method, None), 0, deadline)
+        body = self._json(what, raw)
+        if not isinstance(body, dict):
+            raise KubeError(f"Kubernetes API at {self._host} returned no object for {what}")
+        return body
 
     def _list(self, resource: str, method: Callable[..., Any]) -> list[dict[str, Any]]:
         """Every item of a list, page by page; an expired continue token restarts the list."""
@@ -237,7 +222,7 @@ class KubeSource:
         while True:
             try:
                 body = self._bounded_page(resource, method, token, pages, deadline)
-            except _Expired:
+            except Expired:
                 restarts += 1
                 if restarts > self.retries:
                     raise KubeError(
@@ -275,13 +260,17 @@ class KubeSource:
         pages: int,
         deadline: float,
     ) -> dict[str, Any]:
-        """One page, read in a daemon thread; the stop request and the list's deadline end
-        the wait at once."""
+        """One page, decoded."""
+        raw = self._bounded(resource, lambda: self._raw(resource, method, token), pages, deadline)
+        return self._decode(resource, raw)
+
+    def _bounded(
+        self, resource: str, call: Callable[[], bytes], pages: int, deadline: float
+    ) -> bytes:
+        """``call()`` in a daemon thread; the stop request and the list's deadline end the wait
+        at once."""
         try:
-            return self.stop.run(
-                lambda: self._page(resource, method, token),
-                max(0.0, deadline - time.monotonic()),
-            )
+            return self.stop.run(call, max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise KubeError(
                 f"Kubernetes API at {self._host} did not finish listing {resource} within "
@@ -289,23 +278,23 @@ class KubeSource:
                 f"{'' if pages == 1 else 's'} read)"
             ) from None
 
-    def _page(self, resource: str, method: Callable[..., Any], token: str | None) -> dict[str, Any]:
+    def _raw(self, resource: str, method: Callable[..., Any], token: str | None) -> bytes:
+        """One response body, retried."""
         policy = RetryPolicy(self.retries, self.base_delay_s, self.max_delay_s, stop=self.stop)
         try:
-            raw = policy.call(
+            return policy.call(
                 f"listing {resource} from the Kubernetes API",
                 lambda: self._fetch(resource, method, token),
                 lambda _exc: True,
-                (_Failure,),
+                (Failure,),
             )
         except RetriesExhausted as done:
             self._give_up(resource, done)
-        return self._decode(resource, raw)
 
     def _give_up(self, resource: str, done: RetriesExhausted) -> NoReturn:
         failure = done.failure
-        if not isinstance(failure, _Failure):  # only _Failure is retried: never the case
-            failure = _Failure(str(failure), unreachable=False)
+        if not isinstance(failure, Failure):  # only Failure is retried: never the case
+            failure = Failure(str(failure), unreachable=False)
         attempts = done.attempts
         if failure.unreachable:
             raise KubeError(
@@ -318,7 +307,7 @@ class KubeSource:
         )
 
     def _fetch(self, resource: str, method: Callable[..., Any], token: str | None) -> bytes:
-        """One list request's body; raises _Failure (retryable), _Expired or KubeError."""
+        """One list request's body; raises Failure (retryable), Expired or KubeError."""
         try:
             response = method(
                 limit=self.page_size,
@@ -332,9 +321,9 @@ class KubeSource:
                 response.release_conn()
         except ApiException as exc:
             self._check_status(resource, exc, token)
-            raise _Failure(_status_text(exc), unreachable=False) from exc
+            raise Failure(status_text(exc), unreachable=False) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _Failure(_reason(exc), unreachable=True) from exc
+            raise Failure(failure_reason(exc), unreachable=True) from exc
 
     def _check_status(self, resource: str, exc: ApiException, token: str | None) -> None:
         """Raise at once for answers a retry cannot change; return for retryable ones."""
@@ -342,31 +331,25 @@ class KubeSource:
         if status in _RETRYABLE_STATUS:
             return
         if status == _GONE and token:
-            raise _Expired
+            raise Expired
         where = f"Kubernetes API at {self._host}"
         if status == 401:
-            raise KubeError(
+            text = (
                 f"{where} rejected the credentials listing {resource} (HTTP 401 Unauthorized): "
                 f"gpuwatch needs an identity allowed {RBAC_NEEDED}"
-            ) from None
-        if status == 403:
-            raise KubeError(
+            )
+        elif status == 403:
+            text = (
                 f"{where} forbids listing {resource} (HTTP 403 Forbidden): "
                 f"grant gpuwatch's identity {RBAC_NEEDED}"
-            ) from None
-        raise KubeError(f"{where} refused listing {resource}: {_status_text(exc)}") from None
+            )
+        else:
+            text = f"{where} refused listing {resource}: {status_text(exc)}"
+        raise KubeStatusError(text, status, resource) from None
 
     def _decode(self, resource: str, raw: bytes) -> dict[str, Any]:
         """``{"items": [...], "continue": token or None}`` from a list response body."""
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            detail = (
-                f": {exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
-            )
-            raise KubeError(
-                f"Kubernetes API at {self._host} returned malformed JSON listing {resource}{detail}"
-            ) from None
+        body = self._json(resource, raw)
         items = body.get("items") if isinstance(body, dict) else None
         if items is None and isinstance(body, dict) and "items" in body:
             items = []  # an empty list may arrive as null
@@ -377,3 +360,14 @@ class KubeSource:
         metadata = body.get("metadata") or {}
         token = metadata.get("continue") if isinstance(metadata, dict) else None
         return {"items": items, "continue": str(token) if token else None}
+
+    def _json(self, resource: str, raw: bytes) -> Any:
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            detail = (
+                f": {exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+            )
+            raise KubeError(
+                f"Kubernetes API at {self._host} returned malformed JSON listing {resource}{detail}"
+            ) from None

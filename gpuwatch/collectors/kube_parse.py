@@ -8,78 +8,36 @@ No I/O and no clock: :mod:`gpuwatch.collectors.kube` lists the objects and passe
   container, plus the sidecars started before it).
 - Workload: the top owner by the ``controller: true`` ownerReferences, Pod → ReplicaSet →
   Deployment and Pod → Job → CronJob; other owners as themselves; a bare pod is kind ``Pod``.
-- Nodes: GPU Feature Discovery labels (model, count, memory, MIG, time-slicing replicas) and the
-  cloud providers' spot/preemptible labels.
+- GPUs held through Dynamic Resource Allocation: the GPU devices of the ResourceClaims reserved
+  for the pod (:mod:`gpuwatch.collectors.dra_parse`), for a pod asking for no device-plugin GPU.
+- Nodes: :mod:`gpuwatch.collectors.kube_nodes`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity as k8s_quantity
-
-from gpuwatch.domain.providers import provider_from_node
+from gpuwatch.collectors.dra_parse import NOT_LISTED, DraState, consumer_gpus, dra_off
+from gpuwatch.collectors.kube_nodes import (
+    is_gpu_resource,
+    node_has_gpus,
+    offers_gpu_resources,
+    parse_node,
+    parse_quantity,
+)
+from gpuwatch.collectors.kube_nodes import labels_of as _labels
+from gpuwatch.domain.allocation import DRA
 
 JsonObject = Mapping[str, Any]
 #: ``(namespace, name)`` of a ReplicaSet or Job → its controller ownerReference (None: no owner).
 OwnerIndex = Mapping[tuple[str, str], JsonObject | None]
 
-GPU_RESOURCE = "nvidia.com/gpu"
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 UNASSIGNED_TEAM = "unassigned"
-SPOT = "spot"
-ON_DEMAND = "on_demand"
-
-#: Node labels meaning spot/preemptible capacity, with the value that says so (case-insensitive).
-SPOT_LABELS: dict[str, str] = {
-    "karpenter.sh/capacity-type": "spot",
-    "eks.amazonaws.com/capacityType": "spot",
-    "cloud.google.com/gke-spot": "true",
-    "cloud.google.com/gke-preemptible": "true",
-    "kubernetes.azure.com/scalesetpriority": "spot",
-}
-_KEPT_LABEL_PREFIXES = ("nvidia.com/", "node.kubernetes.io/", "topology.kubernetes.io/")
-_DROPPED_LABELS = frozenset({"nvidia.com/gfd.timestamp"})  # changes on every GFD run
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-
-_MIG_PRODUCT = re.compile(r"^(?P<model>.+)-MIG-(?P<g>\d+)g\.\d+gb$", re.IGNORECASE)
-_SHARED_SUFFIX = "-SHARED"
-
-
-def parse_quantity(value: object) -> int:
-    """A GPU count from a Kubernetes quantity (``2``, ``"2"``, ``"1k"``, ``"2e0"``), read by
-    the client's own parser (``kubernetes.utils.parse_quantity``).
-
-    GPUs are whole, non-negative numbers: anything else raises ValueError naming the value.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"invalid GPU quantity {value!r}: expected a whole number like '2'")
-    try:
-        number = Decimal(k8s_quantity(str(value).strip()))
-    except (ValueError, ArithmeticError):
-        raise ValueError(f"invalid GPU quantity {value!r}: not a Kubernetes quantity") from None
-    if number < 0 or number != number.to_integral_value():
-        raise ValueError(
-            f"invalid GPU quantity {value!r}: GPUs come in whole, non-negative numbers"
-        )
-    return int(number)
-
-
-def _labels(obj: JsonObject) -> dict[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return {str(key): str(value) for key, value in sorted(labels.items())}
-
-
-def is_gpu_resource(name: str) -> bool:
-    """Whether a resource name is a GPU: whole, time-sliced (shared) or a MIG slice."""
-    return name in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or name.startswith(MIG_RESOURCE_PREFIX)
 
 
 def _container_gpus(container: JsonObject) -> dict[str, int]:
@@ -180,109 +138,6 @@ def top_owner(pod: JsonObject, replicasets: OwnerIndex, jobs: OwnerIndex) -> tup
     return kind, name
 
 
-def capacity_type(labels: Mapping[str, str]) -> str:
-    """``"spot"`` when any provider's spot/preemptible label says so, else ``"on_demand"``."""
-    for key, spot_value in SPOT_LABELS.items():
-        if str(labels.get(key, "")).lower() == spot_value:
-            return SPOT
-    return ON_DEMAND
-
-
-def _label_int(labels: Mapping[str, str], key: str) -> int | None:
-    value = labels.get(key)
-    try:
-        return int(str(value).strip()) if value is not None else None
-    except ValueError:
-        return None  # a hand-edited label: ignored, like a missing one
-
-
-def _split_product(product: str | None) -> tuple[str | None, int | None]:
-    """GFD product without sharing suffixes, and ``g`` of a single-strategy MIG product."""
-    if not product:
-        return None, None
-    if product.upper().endswith(_SHARED_SUFFIX):
-        product = product[: -len(_SHARED_SUFFIX)]
-    match = _MIG_PRODUCT.match(product)
-    if match is None:
-        return product, None
-    return match["model"], int(match["g"])
-
-
-def _resource_count(status: JsonObject, resource: str) -> int:
-    """Allocatable, else capacity, of a resource (0 when absent or unreadable)."""
-    value = (status.get("allocatable") or {}).get(resource)
-    value = (status.get("capacity") or {}).get(resource) if value is None else value
-    try:
-        return parse_quantity(value) if value is not None else 0
-    except ValueError:
-        return 0
-
-
-def _node_gpu_count(
-    labels: Mapping[str, str], status: JsonObject, model: str | None, mig_g: int | None
-) -> int:
-    """Physical GPUs: GFD's count (MIG devices under the single strategy), else allocatable."""
-    count = _label_int(labels, "nvidia.com/gpu.count")
-    if count is None:
-        return _resource_count(status, GPU_RESOURCE)
-    if mig_g:  # single strategy: identical MIG devices, slices // g of them per GPU
-        slices = 4 if model and "A30" in model.upper() else 7
-        per_gpu = max(1, slices // mig_g)
-        return -(-count // per_gpu)
-    return max(0, count)
-
-
-def _kept_node_labels(labels: Mapping[str, str]) -> dict[str, str]:
-    return {
-        key: str(value)
-        for key, value in sorted(labels.items())
-        if (key.startswith(_KEPT_LABEL_PREFIXES) or key in SPOT_LABELS)
-        and key not in _DROPPED_LABELS
-    }
-
-
-def parse_node(node: JsonObject) -> dict[str, Any]:
-    """A ``nodes`` row (without ids and seen times) from a Node object.
-
-    ``gpu_model`` is GFD's product with the ``-SHARED`` / ``-MIG-<profile>`` suffixes the device
-    plugin adds removed; under the MIG single strategy ``gpu_count`` counts physical GPUs and
-    ``gpu_memory_mib`` is None (GFD reports one MIG device's memory there).
-    """
-    meta = node.get("metadata") or {}
-    labels = _labels(node)
-    model, mig_g = _split_product(labels.get("nvidia.com/gpu.product"))
-    replicas = _label_int(labels, "nvidia.com/gpu.replicas") or 1
-    return {
-        "name": str(meta.get("name") or ""),
-        "gpu_model": model,
-        "gpu_count": _node_gpu_count(labels, node.get("status") or {}, model, mig_g),
-        "gpu_memory_mib": None if mig_g else _label_int(labels, "nvidia.com/gpu.memory"),
-        "capacity_type": capacity_type(labels),
-        "instance_type": labels.get("node.kubernetes.io/instance-type")
-        or labels.get("beta.kubernetes.io/instance-type"),
-        "mig_capable": labels.get("nvidia.com/mig.capable", "").lower() == "true",
-        "mig_strategy": labels.get("nvidia.com/mig.strategy") or None,
-        "mig_config": labels.get("nvidia.com/mig.config") or None,
-        "timeslice_replicas": max(1, replicas),
-        "labels": _kept_node_labels(labels),
-        "provider": provider_from_node((node.get("spec") or {}).get("providerID"), labels),
-    }
-
-
-def node_has_gpus(node: JsonObject) -> bool:
-    """Whether a node has GPUs: GFD says so, or it offers a GPU resource."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    if str(labels.get("nvidia.com/gpu.present", "")).lower() == "true":
-        return True
-    if (_label_int(labels, "nvidia.com/gpu.count") or 0) > 0:
-        return True
-    status = node.get("status") or {}
-    resources = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
-    return any(
-        is_gpu_resource(str(name)) and _resource_count(status, name) > 0 for name in resources
-    )
-
-
 def epoch_seconds(timestamp: str | None) -> int | None:
     """Whole epoch seconds of an RFC 3339 timestamp (``2026-11-16T00:00:00Z``); None stays None."""
     if not timestamp:
@@ -303,11 +158,25 @@ def _finished_ts(status: JsonObject) -> int | None:
     return max(known) if known else None
 
 
-def parse_pod(pod: JsonObject, owner: tuple[str, str], team: str) -> dict[str, Any]:
-    """A ``pods`` row (without ids; ``node_name`` for the caller to map to ``node_id``)."""
+#: What a pod holds through ResourceClaims: (device class, GPU devices).
+ClaimGpus = tuple[str | None, int]
+
+
+def parse_pod(
+    pod: JsonObject, owner: tuple[str, str], team: str, claim_gpus: ClaimGpus | None = None
+) -> dict[str, Any]:
+    """A ``pods`` row (without ids; ``node_name`` for the caller to map to ``node_id``).
+
+    A pod that asks for no device-plugin GPU but holds GPU devices through claims
+    (``claim_gpus``) has its device class as ``gpu_resource``, its devices as ``gpu_count`` and
+    ``allocation`` ``dra``; every other pod's ``allocation`` is None.
+    """
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     resource, count = pod_gpu_request(pod)
+    allocation = None
+    if resource is None and claim_gpus is not None and claim_gpus[1] > 0:
+        (resource, count), allocation = claim_gpus, DRA
     phase = status.get("phase") or None
     return {
         "namespace": str(meta.get("namespace") or ""),
@@ -320,6 +189,7 @@ def parse_pod(pod: JsonObject, owner: tuple[str, str], team: str) -> dict[str, A
         "team": team,
         "gpu_resource": resource,
         "gpu_count": count,
+        "allocation": allocation,
         "labels": _labels(pod),
         "created_ts": epoch_seconds(meta.get("creationTimestamp")),
         "started_ts": epoch_seconds(status.get("startTime")),
@@ -331,11 +201,14 @@ def parse_pod(pod: JsonObject, owner: tuple[str, str], team: str) -> dict[str, A
 class KubeSnapshot:
     """What the Kubernetes API showed at ``taken_ts``.
 
-    ``nodes``: nodes with GPUs (or hosting a GPU pod), as :func:`parse_node` rows.
+    ``nodes``: nodes with GPUs (or hosting a GPU pod, or publishing GPU devices for DRA), as
+    :func:`parse_node` rows.
     ``namespaces``: every namespace as ``{name, team, labels}`` (``team`` None without the label).
-    ``gpu_pods``: pods requesting GPUs in any phase (Pending included), as :func:`parse_pod` rows.
+    ``gpu_pods``: pods requesting GPUs in any phase (Pending included), or holding GPU devices
+    through ResourceClaims, as :func:`parse_pod` rows.
     ``non_gpu_pods``: ``(namespace, name)`` of pods requesting no GPU (they never hold one).
     ``pod_nodes``: pod name → node name for every scheduled pod (first in namespace order wins).
+    ``dra``: what DRA showed (off, with its reason, when it was not read).
     """
 
     nodes: list[dict[str, Any]]
@@ -344,6 +217,7 @@ class KubeSnapshot:
     non_gpu_pods: frozenset[tuple[str, str]]
     pod_nodes: dict[str, str]
     taken_ts: int
+    dra: DraState = field(default_factory=lambda: dra_off(NOT_LISTED))
 
 
 def _sort_key(obj: JsonObject) -> tuple[str, str]:
@@ -356,6 +230,41 @@ def _namespace_rows(namespaces: Iterable[JsonObject], team_label: str) -> list[d
     return [{"name": n, "team": lb.get(team_label) or None, "labels": lb} for n, lb in labelled]
 
 
+def _claims_of(held: Mapping[tuple[str, str, str], ClaimGpus], pod: JsonObject) -> ClaimGpus | None:
+    """What a pod holds through claims: consumers matched by namespace and name, and by uid
+    where the claim's consumer reference gives one (a recreated pod's old claims are not its)."""
+    namespace, name = _sort_key(pod)
+    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    classes: Counter[str] = Counter()
+    for consumer_uid in {uid, ""}:
+        device_class, count = held.get((namespace, name, consumer_uid), (None, 0))
+        classes[device_class or ""] += count
+    if not +classes:
+        return None
+    device_class = min(classes, key=lambda cls: (-classes[cls], cls))
+    return device_class or None, sum(classes.values())
+
+
+def _node_rows(nodes: Iterable[JsonObject], used: set[str], dra: DraState) -> list[dict[str, Any]]:
+    """Nodes with GPUs, hosting a GPU pod, or publishing GPU devices: those that publish them
+    and offer no device-plugin GPU are ``dra`` nodes, their count and model from the slices
+    where GFD gives none."""
+    rows = []
+    for node in sorted(nodes, key=_sort_key):
+        name = _sort_key(node)[1]
+        if not (node_has_gpus(node) or name in used or name in dra.gpu_nodes):
+            continue
+        row = parse_node(node)
+        published = dra.nodes.get(name)
+        if published is not None and not offers_gpu_resources(node):
+            row["gpu_sharing"] = DRA
+            row["gpu_count"] = row["gpu_count"] or published.gpu_count
+            row["gpu_model"] = row["gpu_model"] or published.product
+            row["gpu_memory_mib"] = row["gpu_memory_mib"] or published.memory_mib
+        rows.append(row)
+    return rows
+
+
 def build_snapshot(
     pods: Iterable[JsonObject],
     nodes: Iterable[JsonObject],
@@ -364,8 +273,12 @@ def build_snapshot(
     jobs: Iterable[JsonObject],
     team_label: str,
     taken_ts: int,
+    dra: DraState | None = None,
 ) -> KubeSnapshot:
-    """The snapshot from listed objects. Raises ValueError naming the object it cannot read."""
+    """The snapshot from listed objects (and DRA's devices, where read). Raises ValueError
+    naming the object it cannot read."""
+    dra = dra if dra is not None else dra_off(NOT_LISTED)
+    held = consumer_gpus(dra.devices)
     ns_rows = _namespace_rows(namespaces, team_label)
     ns_labels = {row["name"]: row["labels"] for row in ns_rows}
     rs_index, job_index = owner_index(replicasets), owner_index(jobs)
@@ -378,18 +291,15 @@ def build_snapshot(
         if node_name:
             pod_nodes.setdefault(name, str(node_name))
         try:
-            if pod_gpu_request(pod)[0] is None:
+            claims = _claims_of(held, pod)
+            if pod_gpu_request(pod)[0] is None and claims is None:
                 non_gpu.add((namespace, name))
                 continue
             owner = top_owner(pod, rs_index, job_index)
             team = team_of(_labels(pod), ns_labels.get(namespace), team_label)
-            gpu_pods.append(parse_pod(pod, owner, team))
+            gpu_pods.append(parse_pod(pod, owner, team, claims))
         except ValueError as exc:
             raise ValueError(f"pod {namespace}/{name}: {exc}") from exc
     used = {pod["node_name"] for pod in gpu_pods if pod["node_name"]}
-    node_rows = [
-        parse_node(node)
-        for node in sorted(nodes, key=_sort_key)
-        if node_has_gpus(node) or _sort_key(node)[1] in used
-    ]
-    return KubeSnapshot(node_rows, ns_rows, gpu_pods, frozenset(non_gpu), pod_nodes, taken_ts)
+    node_rows = _node_rows(nodes, used, dra)
+    return KubeSnapshot(node_rows, ns_rows, gpu_pods, frozenset(non_gpu), pod_nodes, taken_ts, dra)

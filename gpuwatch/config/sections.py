@@ -142,6 +142,10 @@ class KubernetesSettings(_Section):
     page_size: int = Field(default=500, ge=1, le=10000)
     list_max_pages: int = Field(default=1000, ge=1)
     list_timeout: Duration = timedelta(minutes=5)
+    #: DRA drivers whose allocated devices are GPUs (NVIDIA's DRA driver: ``gpu.nvidia.com``).
+    dra_gpu_drivers: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["gpu.nvidia.com"]
+    )
 
     @field_validator("list_timeout")
     @classmethod
