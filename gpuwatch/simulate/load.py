@@ -27,6 +27,7 @@ from gpuwatch.store.models import (
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
+    DraDevice,
     GpuSample,
     Namespace,
     Node,
@@ -52,6 +53,7 @@ _NODE_COLUMNS = (
     "mig_config",
     "timeslice_replicas",
     "labels",
+    "gpu_sharing",
 )
 _GPU_COLUMNS = (
     "uuid",
@@ -62,6 +64,7 @@ _GPU_COLUMNS = (
     "model_name",
     "mig_profile",
     "timeslice_replicas",
+    "sharing",
     "memory_total_mib",
 )
 _POD_COLUMNS = (
@@ -73,6 +76,7 @@ _POD_COLUMNS = (
     "team",
     "gpu_resource",
     "gpu_count",
+    "allocation",
     "labels",
     "created_ts",
     "started_ts",
@@ -90,6 +94,7 @@ class LoadStats:
     namespaces: int
     pods: int
     samples: int
+    dra_devices: int = 0
 
 
 def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
@@ -104,6 +109,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     _insert_namespaces(conn, data, clusters)
     pods = _insert_pods(conn, data, clusters, nodes)
     written = _insert_samples(conn, data, gpu_ids[gpu_index], pods)
+    devices = _insert_dra_devices(conn, data, clusters)
     rollup.roll_up(conn, data.start_ts, data.end_ts)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
     detail = {"start_ts": data.start_ts, "step_s": data.step_s}
@@ -112,7 +118,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
         [{"cluster_id": i, **state, "detail": detail} for i in clusters.values()],
     )
     return LoadStats(
-        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written
+        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written, devices
     )
 
 
@@ -252,6 +258,18 @@ def _insert_pods(
     if rows:
         conn.execute(insert(_table(Pod)), rows)
     return {str(uid): i for (uid,), i in _ids(conn, Pod, "uid").items()}
+
+
+def _insert_dra_devices(conn: Connection, data: SimulatedData, clusters: dict[str, int]) -> int:
+    """Insert the devices the window's ResourceClaims held (``consumers`` as JSON lists)."""
+    rows = []
+    for device in _records(data.dra_devices):
+        row = {k: v for k, v in device.items() if k != "cluster"}
+        row["cluster_id"] = clusters[device["cluster"]]
+        rows.append(row)
+    if rows:
+        conn.execute(insert(_table(DraDevice)), rows)
+    return len(rows)
 
 
 def _insert_samples(
