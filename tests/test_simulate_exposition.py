@@ -215,9 +215,9 @@ def test_values_equal_sample_at(fleet: Fleet, rows: pd.DataFrame) -> None:
         series: dict[tuple[str, int, int], dict[str, str]] = {}
         for sample in parse_exposition(_exposition(fleet, rows, cluster)):
             unit = _unit_of(fleet, sample, rows)
-            if unit.timeslice_replicas > 1 and "vgpu" not in sample.labels:
-                if not _claim_shared(unit):
-                    continue  # the device-level series of a time-sliced or MPS GPU
+            device_level = "vgpu" not in sample.labels and not _claim_shared(unit)
+            if unit.timeslice_replicas > 1 and device_level:
+                continue  # the device-level series of a time-sliced or MPS GPU
             series.setdefault((unit.uuid, unit.mig_gi_id, unit.slot), {})[sample.name] = sample.text
         for row in rows[rows["cluster"] == cluster].itertuples():
             unit = _unit_of_row(fleet, row)

@@ -60,7 +60,7 @@ SHARING_WORKLOADS = (
     # l10: MPS, 16 client slots of which 10 are held
     declare(PROD, "support", "intent-router", "Deployment", "l10", 6, LIGHT_SERVING,
             rolling(200)),
-    declare(PROD, "vision-prod", "face-blur", "Deployment", "l10", 4, SERVING, rolling(230),
+    declare(PROD, "vision-prod", "face-blur", "Deployment", "l10", 4, LIGHT_SERVING, rolling(230),
             first=6),
 )
 # fmt: on
