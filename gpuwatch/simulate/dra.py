@@ -8,7 +8,7 @@ modelled as one slot unit per pod, as time-slice slots are). Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -86,7 +86,7 @@ def claims_for(fleet: Fleet, instances: list[PodInstance], running: set[str]) ->
         held = (inst,) if inst.uid in running else ()
         found = claims.get(key)
         if found is not None:
-            claims[key] = Claim(**{**found.__dict__, "consumers": found.consumers + held})
+            claims[key] = replace(found, consumers=found.consumers + held)
             continue
         claims[key] = Claim(
             cluster=inst.cluster,

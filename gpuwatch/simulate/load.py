@@ -67,6 +67,7 @@ _GPU_COLUMNS = (
     "sharing",
     "memory_total_mib",
 )
+_OPTIONAL_COLUMNS = frozenset({"gpu_sharing", "sharing", "allocation"})
 _POD_COLUMNS = (
     "namespace",
     "uid",
@@ -133,6 +134,12 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{str(k): v for k, v in row.items()} for row in plain.to_dict("records")]
 
 
+def _columns(record: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    """The record's values of ``columns``; the allocation-mode columns may be absent (frames
+    built before they existed), and are then NULL."""
+    return {c: record.get(c) if c in _OPTIONAL_COLUMNS else record[c] for c in columns}
+
+
 def _ids(conn: Connection, model: type[Any], *key: str) -> dict[tuple[Any, ...], int]:
     """Store ids by natural key, read back after an insert."""
     table = _table(model)
@@ -193,7 +200,7 @@ def _insert_nodes(
     rows = []
     for node in _records(data.nodes):
         key = (node["cluster"], node["node"])
-        row = {c: node[c] for c in _NODE_COLUMNS}
+        row = _columns(node, _NODE_COLUMNS)
         row.update(cluster_id=clusters[node["cluster"]], name=node["node"])
         labels = node["labels"]
         row["provider"] = provider_from_node(provider_id(key[0], key[1], labels), labels)
@@ -216,7 +223,7 @@ def _insert_gpus(
     """Insert the units; their store ids in the order of ``data.gpus``."""
     rows = []
     for gpu, span in zip(_records(data.gpus), _records(seen), strict=True):
-        row = {c: gpu[c] for c in _GPU_COLUMNS}
+        row = _columns(gpu, _GPU_COLUMNS)
         row.update(span, cluster_id=clusters[gpu["cluster"]])
         row["node_id"] = nodes.get((gpu["cluster"], gpu["node"]))
         rows.append(row)
@@ -250,7 +257,7 @@ def _insert_pods(
     """Insert the pods (last seen when they finished, else at the window's end); ids by uid."""
     rows = []
     for pod in _records(data.pods):
-        row = {c: pod[c] for c in _POD_COLUMNS}
+        row = _columns(pod, _POD_COLUMNS)
         row.update(cluster_id=clusters[pod["cluster"]], name=pod["pod"])
         row["node_id"] = None if pod["node"] is None else nodes[pod["cluster"], pod["node"]]
         row["last_seen_ts"] = pod["finished_ts"] or data.end_ts
