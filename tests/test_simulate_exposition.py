@@ -106,11 +106,23 @@ def _host(sample: Sample) -> str:
     return sample.labels.get("Hostname") or sample.labels["hostname"]
 
 
-def _unit_of(fleet: Fleet, sample: Sample) -> GpuUnit:
+def _unit_of(fleet: Fleet, sample: Sample, rows: pd.DataFrame | None = None) -> GpuUnit:
+    """The unit a series stands for: by ``vgpu`` for a time-slice or MPS slot, by the holding
+    pod (looked up in ``rows``) for a slot of a DRA device a claim shares."""
     uuid = sample.labels.get("UUID") or sample.labels["uuid"]
     gi = int(sample.labels.get("GPU_I_ID", -1))
     slot = int(sample.labels.get("vgpu", 0))
-    return next(u for u in fleet.units if (u.uuid, u.mig_gi_id, u.slot) == (uuid, gi, slot))
+    unit = next(u for u in fleet.units if (u.uuid, u.mig_gi_id, u.slot) == (uuid, gi, slot))
+    if _claim_shared(unit) and rows is not None and "pod" in sample.labels:
+        mine = rows[(rows["uuid"] == uuid) & (rows["pod"] == sample.labels["pod"])]
+        slot = int(mine["slot"].iloc[0])
+        return next(u for u in fleet.units if (u.uuid, u.mig_gi_id, u.slot) == (uuid, gi, slot))
+    return unit
+
+
+def _claim_shared(unit: GpuUnit) -> bool:
+    """A slot of a DRA device that one claim shares between pods (series without ``vgpu``)."""
+    return unit.sharing == "dra" and unit.timeslice_replicas > 1
 
 
 @pytest.mark.parametrize("cluster", [PROD, RESEARCH])
@@ -202,9 +214,10 @@ def test_values_equal_sample_at(fleet: Fleet, rows: pd.DataFrame) -> None:
     for cluster in (PROD, RESEARCH):
         series: dict[tuple[str, int, int], dict[str, str]] = {}
         for sample in parse_exposition(_exposition(fleet, rows, cluster)):
-            unit = _unit_of(fleet, sample)
-            if unit.timeslice_replicas > 1 and "vgpu" not in sample.labels:
-                continue  # the device-level series of a shared GPU
+            unit = _unit_of(fleet, sample, rows)
+            device_level = "vgpu" not in sample.labels and not _claim_shared(unit)
+            if unit.timeslice_replicas > 1 and device_level:
+                continue  # the device-level series of a time-sliced or MPS GPU
             series.setdefault((unit.uuid, unit.mig_gi_id, unit.slot), {})[sample.name] = sample.text
         for row in rows[rows["cluster"] == cluster].itertuples():
             unit = _unit_of_row(fleet, row)
@@ -213,7 +226,8 @@ def test_values_equal_sample_at(fleet: Fleet, rows: pd.DataFrame) -> None:
                 assert values is None, "unheld slots have no vgpu series"
                 continue
             assert values is not None
-            _check_values(unit, row, values)
+            # Every slot of a shared claim's device carries the device's (slot 0's) readings.
+            _check_values(fleet.units[fleet.units.index(unit) - unit.slot], row, values)
             checked += 1
     assert checked > 250
 
@@ -319,6 +333,8 @@ def test_the_collector_reads_back_what_sample_at_says(
         key = (unit.uuid, unit.mig_gi_id, unit.slot)
         if unit.timeslice_replicas > 1 and not isinstance(row.pod, str):
             continue  # unheld slots: only the device series, which the held slots shadow
+        if _claim_shared(unit):
+            continue  # one series per pod without vgpu: the collector's DRA labels tell them apart
         got = read.loc[key]
         assert got["ts"] == TS
         assert got["node"] == exporter_hostname(nodes[unit.node])

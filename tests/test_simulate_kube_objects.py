@@ -63,9 +63,10 @@ def _snapshot(
 
 def _expected_pods(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """The simulated pods frame as the API's top owners name them: a Job without a CronJob is
-    its own workload (``<name>-<suffix>``), as the contract defines workloads."""
+    its own workload (``<name>-<suffix>``), as the contract defines workloads. Pods holding
+    GPUs through ResourceClaims are left out: ``build_snapshot`` reads resource limits only."""
     out = {}
-    for record in frame.to_dict("records"):
+    for record in frame[frame["allocation"].isna()].to_dict("records"):
         if record["workload_kind"] == "Job":
             record["workload_name"] = record["owner_name"]
         row = {k: (None if pd.isna(v) else v) for k, v in record.items() if k != "labels"}

@@ -54,8 +54,10 @@ def _check_store(engine: Engine, data: SimulatedData, stats: LoadStats) -> None:
         namespaces=len(data.namespaces),
         pods=len(data.pods),
         samples=len(samples),
+        dra_devices=len(data.dra_devices),
     )
     assert stats == expected
+    assert expected.dra_devices > 0
     with engine.connect() as conn:
         for table, rows in (
             ("clusters", expected.clusters),
@@ -64,6 +66,7 @@ def _check_store(engine: Engine, data: SimulatedData, stats: LoadStats) -> None:
             ("namespaces", expected.namespaces),
             ("pods", expected.pods),
             ("gpu_samples", expected.samples),
+            ("dra_devices", expected.dra_devices),
         ):
             assert _count(conn, f"SELECT count(*) FROM {table}") == rows, table
         held = int(samples["pod"].notna().sum())

@@ -116,15 +116,36 @@ def exporter_command(host: str, port: int, seed: int, cluster: str) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a kubeconfig pointing at this server to FILE.",
 )
+@click.option(
+    "--dra-version",
+    default="v1",
+    show_default=True,
+    type=click.Choice(["v1", "v1beta2", "v1beta1"]),
+    help="The one resource.k8s.io version served (ResourceClaims, ResourceSlices, DeviceClasses).",
+)
+@click.option(
+    "--forbid-dra",
+    is_flag=True,
+    help="Answer 403 to resource.k8s.io lists, as RBAC does without a role for them.",
+)
 def apiserver_command(
-    host: str, port: int, seed: int, cluster: str, kubeconfig_path: Path | None
+    host: str,
+    port: int,
+    seed: int,
+    cluster: str,
+    kubeconfig_path: Path | None,
+    dra_version: str,
+    forbid_dra: bool,
 ) -> None:
-    """Serve the Kubernetes API of one simulated cluster (pods, nodes, namespaces, owners)."""
+    """Serve the Kubernetes API of one simulated cluster (pods, nodes, namespaces, owners,
+    DRA claims and slices)."""
     from gpuwatch.simulate.apiserver import kubeconfig_for
     from gpuwatch.simulate.fleet import build_fleet
     from gpuwatch.simulate.serve import LiveKubeApi
 
-    server = LiveKubeApi(build_fleet(seed), cluster, host, port)
+    server = LiveKubeApi(build_fleet(seed), cluster, host, port, dra_version=dra_version)
+    if forbid_dra:
+        server.forbid_group("resource.k8s.io")
 
     def describe(url: str) -> str:
         line = f"simulated Kubernetes API for cluster {cluster} at {url}"

@@ -2,11 +2,14 @@
 
 Enough of the API for gpuwatch's collector and ``kubectl get``: ``GET`` lists of pods, nodes,
 namespaces (core/v1), replicasets, deployments, statefulsets, daemonsets (apps/v1), jobs and
-cronjobs (batch/v1), cluster-wide and per namespace, with the API server's list semantics:
+cronjobs (batch/v1), resourceclaims, resourceslices and deviceclasses (``resource.k8s.io`` in
+the one version the server is made with), cluster-wide and per namespace, with the API server's
+list semantics:
 items ordered by namespace and name, ``limit`` honoured, a ``metadata.continue`` token and
 ``remainingItemCount`` while more remain, ``410 Expired`` for a token from an older
 ``resourceVersion``, and ``Status`` error bodies. Also ``/version``, ``/api``, ``/apis``,
-``/healthz``, and fault injection for tests (no sleeps: every fault is counted, not timed).
+``/apis/<group>``, ``/healthz``, and fault injection for tests (no sleeps: every fault is counted,
+not timed), including RBAC that forbids one API group's lists (``forbid_group``).
 """
 
 from __future__ import annotations
@@ -24,40 +27,17 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
+from gpuwatch.simulate.api_resources import RESOURCES, Resource, discovery, resources_for
 from gpuwatch.simulate.httpd import BackgroundServer
 
-
-@dataclass(frozen=True)
-class _Resource:
-    prefix: str  # "/api/v1" or "/apis/<group>/v1"
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return self.prefix.removeprefix("/apis/").removeprefix("/api/")
+__all__ = ["RESOURCES", "KubeApiServer", "RecordedRequest", "kubeconfig_for"]
 
 
-RESOURCES: dict[str, _Resource] = {
-    "pods": _Resource("/api/v1", "Pod", namespaced=True),
-    "nodes": _Resource("/api/v1", "Node", namespaced=False),
-    "namespaces": _Resource("/api/v1", "Namespace", namespaced=False),
-    "replicasets": _Resource("/apis/apps/v1", "ReplicaSet", namespaced=True),
-    "deployments": _Resource("/apis/apps/v1", "Deployment", namespaced=True),
-    "statefulsets": _Resource("/apis/apps/v1", "StatefulSet", namespaced=True),
-    "daemonsets": _Resource("/apis/apps/v1", "DaemonSet", namespaced=True),
-    "jobs": _Resource("/apis/batch/v1", "Job", namespaced=True),
-    "cronjobs": _Resource("/apis/batch/v1", "CronJob", namespaced=True),
-}
 _REASONS = {
     **{400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 410: "Expired"},
     **{429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"},
 }
 _MALFORMED_BODY = b'{"kind": "List", "apiVersion": "v1", "metadata": {}, "items": [{"metadata": '
-_VERSION = {
-    **{"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "", "gitTreeState": ""},
-    **{"buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"},
-}
 
 
 @dataclass(frozen=True)
@@ -89,7 +69,7 @@ def _status_body(code: int, message: str) -> dict[str, Any]:
     }
 
 
-def _key(resource: _Resource, obj: Mapping[str, Any]) -> str:
+def _key(resource: Resource, obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
     return f"{meta.get('namespace') or ''}/{name}" if resource.namespaced else name
@@ -138,6 +118,7 @@ class KubeApiServer(BackgroundServer):
     """Serves ``objects`` (resource name such as ``"pods"`` → objects) like a Kubernetes API.
 
     ``token``: when given, requests must carry ``Authorization: Bearer <token>`` (else 401).
+    ``dra_version``: the one ``resource.k8s.io`` version served (``v1``, ``v1beta2``, ``v1beta1``).
     """
 
     def __init__(
@@ -146,7 +127,11 @@ class KubeApiServer(BackgroundServer):
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
+        dra_version: str = "v1",
     ) -> None:
+        self._resources = resources_for(dra_version)
+        self.dra_version = dra_version
+        self._forbidden: set[str] = set()
         self._lock = threading.Lock()
         self._objects: dict[str, list[dict[str, Any]]] = {}
         self._resource_version = 1000
@@ -162,13 +147,14 @@ class KubeApiServer(BackgroundServer):
 
     def set_objects(self, objects: Mapping[str, list[dict[str, Any]]]) -> None:
         """Replace the served objects (a new resourceVersion: older continue tokens expire)."""
-        unknown = sorted(set(objects) - set(RESOURCES))
+        known = self._resources
+        unknown = sorted(set(objects) - set(known))
         if unknown:
-            raise ValueError(f"unknown resources {unknown}: expected some of {sorted(RESOURCES)}")
+            raise ValueError(f"unknown resources {unknown}: expected some of {sorted(known)}")
         with self._lock:
             self._resource_version += 1
             self._objects = {}
-            for name, resource in RESOURCES.items():
+            for name, resource in known.items():
                 items = [self._listed(obj) for obj in objects.get(name, [])]
                 self._objects[name] = sorted(items, key=lambda obj: _key(resource, obj))
 
@@ -205,10 +191,17 @@ class KubeApiServer(BackgroundServer):
         with self._lock:
             self._deny = status
 
+    def forbid_group(self, group: str) -> None:
+        """Answer 403 to every list of ``group``'s resources (``resource.k8s.io``), as RBAC
+        does for a service account without a role for them; discovery stays open."""
+        with self._lock:
+            self._forbidden.add(group)
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
             self._deny = None
+            self._forbidden.clear()
 
     def respond(self, target: str, authorization: str | None) -> tuple[int, bytes]:
         """Status and JSON body for ``GET target`` (also usable without a socket)."""
@@ -230,6 +223,9 @@ class KubeApiServer(BackgroundServer):
             return 401, json.dumps(_status_body(401, "Unauthorized")).encode()
         if self._deny is not None:
             return self._deny, json.dumps(self._denial(path)).encode()
+        forbidden = self._forbidden_list(path)
+        if forbidden is not None:
+            return 403, json.dumps(forbidden).encode()
         for fault in self._faults:
             if (
                 fault.times <= 0
@@ -251,11 +247,25 @@ class KubeApiServer(BackgroundServer):
         user = "system:serviceaccount:gpuwatch:gpuwatch"
         return _status_body(403, f'{what} is forbidden: User "{user}" cannot list "{what}"')
 
+    def _forbidden_list(self, path: str) -> dict[str, Any] | None:
+        """The 403 body for a list of a forbidden group's resource, else None."""
+        for name, resource in self._resources.items():
+            if resource.group not in self._forbidden or not path.startswith(resource.prefix):
+                continue
+            if path.endswith(f"/{name}"):
+                user = "system:serviceaccount:gpuwatch:gpuwatch"
+                message = (
+                    f'{name}.{resource.group} is forbidden: User "{user}" cannot list resource '
+                    f'"{name}" in API group "{resource.group}" at the cluster scope'
+                )
+                return _status_body(403, message)
+        return None
+
     def _route(self, path: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
-        discovery = self._discovery(path)
-        if discovery is not None:
-            return 200, discovery
-        for name, resource in RESOURCES.items():
+        document = discovery(self._resources, path)
+        if document is not None:
+            return 200, document
+        for name, resource in self._resources.items():
             if path == f"{resource.prefix}/{name}":
                 return self._list(name, resource, None, query)
             scoped = f"{resource.prefix}/namespaces/"
@@ -266,7 +276,7 @@ class KubeApiServer(BackgroundServer):
         return 404, _status_body(404, "the server could not find the requested resource")
 
     def _list(
-        self, name: str, resource: _Resource, namespace: str | None, query: Mapping[str, str]
+        self, name: str, resource: Resource, namespace: str | None, query: Mapping[str, str]
     ) -> tuple[int, dict[str, Any]]:
         unsupported = sorted({"labelSelector", "fieldSelector", "watch"} & set(query))
         if unsupported:
@@ -300,48 +310,6 @@ class KubeApiServer(BackgroundServer):
             return ""
         resource_version, start = _decode_continue(token)
         return start if resource_version == self._resource_version else None
-
-    def _discovery(self, path: str) -> dict[str, Any] | None:
-        if path == "/version":
-            return dict(_VERSION)
-        if path in ("/healthz", "/readyz", "/livez"):
-            return {"status": "ok"}
-        if path == "/api":
-            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-        prefixes = sorted({r.prefix for r in RESOURCES.values() if r.prefix != "/api/v1"})
-        if path == "/apis":
-            groups = [_group(prefix) for prefix in prefixes]
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-        if path == "/api/v1" or path in prefixes:
-            return _resource_list(path)
-        return None
-
-
-def _group(prefix: str) -> dict[str, Any]:
-    group_version = prefix.removeprefix("/apis/")
-    version = {"groupVersion": group_version, "version": group_version.split("/")[1]}
-    return {"name": group_version.split("/")[0], "versions": [version], "preferredVersion": version}
-
-
-def _resource_list(prefix: str) -> dict[str, Any]:
-    resources = [
-        {
-            "name": name,
-            "singularName": resource.kind.lower(),
-            "namespaced": resource.namespaced,
-            "kind": resource.kind,
-            "verbs": ["get", "list"],
-        }
-        for name, resource in RESOURCES.items()
-        if resource.prefix == prefix
-    ]
-    group_version = prefix.removeprefix("/apis/").removeprefix("/api/")
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": resources,
-    }
 
 
 def kubeconfig_for(

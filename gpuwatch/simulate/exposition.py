@@ -20,6 +20,12 @@ What the text shows, node by node:
 - time-sliced GPUs: the device-level series, plus one series per held replica slot with a
   ``vgpu`` label (as ``--kubernetes-virtual-gpus`` does), carrying the slot's own utilization
   and framebuffer use; memory free/reserved appear only on the device series;
+- MPS slots are exported as time-slice slots are (``vgpu`` per held slot, device series);
+- DRA devices (``KUBERNETES_ENABLE_DRA``): a held device's series carries the pod labels and
+  ``dra_claim_name``, ``dra_claim_namespace``, ``dra_device_name``, ``dra_driver_name``,
+  ``dra_pool_name`` (MIG devices also ``dra_mig_profile`` and ``dra_mig_device_uuid``); a claim
+  shared by k pods gives k series with the same values, one per pod, and no ``vgpu``; a device
+  no claim holds has one plain series;
 - a node whose exporter is down (an outage window) has no series at all;
 - utilization reads as the blank sentinel ``9223372036854775794`` for about one unit-instant in
   ``BLANK_ONE_IN`` (a deterministic draw, see :func:`is_blank`), as DCGM reports blank fields.
@@ -34,7 +40,10 @@ from typing import Any
 
 import pandas as pd
 
+from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import DAY_S
+from gpuwatch.simulate.dra import claim_name, is_dra
+from gpuwatch.simulate.dra_names import DRIVER, mig_uuid
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, NodeSpec
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.kube_objects import (
@@ -130,12 +139,11 @@ def build_series(
     """Every series the exporters of ``cluster`` (or of ``node``) expose at ``ts``."""
     units = {(u.cluster, u.uuid, u.mig_gi_id, u.slot): u for u in fleet.units}
     nodes = {n.name: n for n in fleet.nodes if n.cluster == cluster}
-    containers = {
-        inst.uid: container_name(fleet.workloads[inst.workload])
-        for inst in pod_instances(fleet, ts, ts + 1)
-    }
+    instances = pod_instances(fleet, ts, ts + 1)
+    containers = {inst.uid: container_name(fleet.workloads[inst.workload]) for inst in instances}
+    claims = {inst.uid: claim_name(fleet, inst) for inst in instances if is_dra(fleet, inst)}
     series: list[Series] = []
-    shared: dict[str, list[tuple[GpuUnit, Any]]] = {}
+    shared: dict[tuple[str, int], list[tuple[GpuUnit, Any]]] = {}
     rows: Iterable[Any] = samples[samples["cluster"] == cluster].itertuples(index=False)
     for row in rows:
         unit = units[(cluster, str(row.uuid), int(row.mig_gi_id), int(row.slot))]
@@ -144,18 +152,63 @@ def build_series(
         spec = nodes[unit.node]
         holder = _holder(row, containers)
         if unit.timeslice_replicas > 1:
-            shared.setdefault(unit.uuid, []).append((unit, row))
-            if holder is None:
+            shared.setdefault((unit.uuid, unit.mig_gi_id), []).append((unit, row))
+            if holder is None or unit.sharing == DRA:
                 continue
             labels = (*_labels(spec, unit, holder), ("vgpu", str(unit.slot)))
             series.append(Series(labels, _slot_values(spec, unit, row, ts)))
             continue
-        series.append(Series(_labels(spec, unit, holder), _unit_values(spec, unit, row, ts)))
+        labels = _labels(spec, unit, holder) + _dra_labels(fleet, unit, row, claims)
+        series.append(Series(labels, _unit_values(spec, unit, row, ts)))
     for members in shared.values():
+        spec = nodes[members[0][0].node]
+        if members[0][0].sharing == DRA:
+            series += _claim_series(fleet, spec, members, ts, (containers, claims))
+            continue
         unit = members[0][0]
-        spec = nodes[unit.node]
         series.append(Series(_labels(spec, unit, None), _device_values(spec, members, ts)))
     return series
+
+
+def _claim_series(
+    fleet: Fleet,
+    node: NodeSpec,
+    members: list[tuple[GpuUnit, Any]],
+    ts: int,
+    pods: tuple[Mapping[str, str], Mapping[str, str]],
+) -> list[Series]:
+    """A DRA device that a claim shares: one series per pod holding it, all with the device's
+    values (slot 0's, which every slot carries); one plain series when no pod holds it."""
+    containers, claims = pods
+    unit, first = members[0]
+    values = _unit_values(node, unit, first, ts)
+    found = []
+    for member, row in members:
+        holder = _holder(row, containers)
+        if holder is not None:
+            labels = _labels(node, unit, holder) + _dra_labels(fleet, member, row, claims)
+            found.append(Series(labels, values))
+    return found or [Series(_labels(node, unit, None), values)]
+
+
+def _dra_labels(
+    fleet: Fleet, unit: GpuUnit, row: Any, claims: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The DRA labels of a held DRA device (empty for other units and unheld devices)."""
+    claim = claims.get(str(row.pod_uid)) if isinstance(row.pod, str) else None
+    if unit.sharing != DRA or claim is None or unit.dra_device is None:
+        return ()
+    labels = (
+        ("dra_claim_name", claim),
+        ("dra_claim_namespace", str(row.namespace)),
+        ("dra_device_name", unit.dra_device),
+        ("dra_driver_name", DRIVER),
+        ("dra_pool_name", unit.node),
+    )
+    if unit.mig_profile is None:
+        return labels
+    uuid = mig_uuid(fleet.seed, unit.cluster, unit.uuid, unit.mig_gi_id)
+    return (*labels, ("dra_mig_profile", unit.mig_profile), ("dra_mig_device_uuid", uuid))
 
 
 def _holder(row: Any, containers: Mapping[str, str]) -> tuple[str, str, str] | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, MIG, TIME_SLICE
 from gpuwatch.domain.mig import mig_fraction
+from gpuwatch.simulate.dra_names import GPU_CLASS, MIG_CLASS, gpu_device_name, mig_device_names
 from gpuwatch.simulate.layout import (
     CLUSTERS,
     EXPORTED_LABELS_NODE,
@@ -25,22 +27,17 @@ from gpuwatch.simulate.layout import (
     OUTAGE_NODE,
     WORKLOADS,
     ClusterDecl,
-    ModelDecl,
     NodeDecl,
     WorkloadDecl,
 )
+from gpuwatch.simulate.layout_sharing import SHARING_NODES, SHARING_WORKLOADS
+from gpuwatch.simulate.node_labels import node_labels
 from gpuwatch.simulate.noise import k8s_suffix, stable_hash, stable_unit, uuid_text
 from gpuwatch.simulate.patterns import Pattern
 from gpuwatch.simulate.schedule import Schedule
 
 LABEL_STYLES = ("standard", "exported", "lowercase")
 UTIL_SIGNALS = ("prof", "dev")
-_GKE_ACCELERATORS = {
-    "a100": "nvidia-a100-80gb",
-    "h100": "nvidia-h100-80gb",
-    "l4": "nvidia-l4",
-    "t4": "nvidia-tesla-t4",
-}
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,8 @@ class NodeSpec:
     """A GPU node. ``label_style`` says how its exporter's series are labelled: ``standard``,
     ``exported`` (scraped without honorLabels: ``exported_pod``/``exported_namespace``, with
     ``pod``/``namespace`` naming ``exporter_pod``) or ``lowercase`` (``hostname``/``uuid``).
-    ``util_signal``: ``prof`` (DCGM_FI_PROF_GR_ENGINE_ACTIVE) or ``dev`` (DCGM_FI_DEV_GPU_UTIL)."""
+    ``util_signal``: ``prof`` (DCGM_FI_PROF_GR_ENGINE_ACTIVE) or ``dev`` (DCGM_FI_DEV_GPU_UTIL).
+    ``gpu_sharing``: how the node hands GPUs out (``domain.allocation.NODE_MODES``)."""
 
     cluster: str
     name: str
@@ -70,14 +68,18 @@ class NodeSpec:
     temp_offset_c: float
     idle_w: float
     max_w: float
+    gpu_sharing: str = DEVICE_PLUGIN
 
 
 @dataclass(frozen=True)
 class GpuUnit:
-    """A sample unit: a whole GPU, a MIG instance (``mig_gi_id`` ≥ 0) or a time-slice slot.
+    """A sample unit: a whole GPU, a MIG instance (``mig_gi_id`` ≥ 0) or a slot of a shared GPU
+    (time-slicing, MPS, or a DRA device in a claim several pods share).
 
     ``physical`` numbers the physical GPU across the fleet (units of one GPU are adjacent);
-    ``share`` is the unit's fraction of that GPU's compute; ``key`` seeds its noise."""
+    ``share`` is the unit's fraction of that GPU's compute; ``key`` seeds its noise.
+    ``sharing`` is the unit's mode (``domain.allocation.MODES``); ``dra_device`` its device name
+    in the node's ResourceSlice (DRA nodes only)."""
 
     cluster: str
     node: str
@@ -95,6 +97,8 @@ class GpuUnit:
     share: float
     physical: int
     key: int
+    sharing: str = DEVICE_PLUGIN
+    dra_device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,9 @@ class NamespaceSpec:
 class WorkloadSpec:
     """A workload whose pod ``r`` holds the units ``pods[r]`` (indices into ``Fleet.units``)
     during each cycle of ``schedule``. ``kind`` is the top owner kind; ``team_label`` is a pod
-    label overriding the namespace's team."""
+    label overriding the namespace's team. ``allocation`` is ``dra`` for pods holding their
+    units through ResourceClaims (``gpu_resource`` is then the device class), ``claim`` the
+    named claim all its pods share (None: a claim per pod, from a template)."""
 
     cluster: str
     namespace: str
@@ -123,6 +129,8 @@ class WorkloadSpec:
     xid_code: int
     xid_rate: float
     key: int
+    allocation: str | None = None
+    claim: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,7 @@ def build_fleet(seed: int = 7) -> Fleet:
     nodes: list[NodeSpec] = []
     units: list[GpuUnit] = []
     by_alias: dict[tuple[str, str], NodeSpec] = {}
-    for decl in NODES:
+    for decl in (*NODES, *SHARING_NODES):
         node = _node(seed, clusters[decl.cluster], decl, len(nodes))
         nodes.append(node)
         by_alias[decl.cluster, decl.alias] = node
@@ -183,7 +191,8 @@ def build_fleet(seed: int = 7) -> Fleet:
         NamespaceSpec(c, ns, team, {"team": team, "kubernetes.io/metadata.name": ns})
         for c, ns, team in NAMESPACES
     )
-    workloads = tuple(_workload(seed, d, by_alias, units) for d in WORKLOADS)
+    declared = (*WORKLOADS, *SHARING_WORKLOADS)
+    workloads = tuple(_workload(seed, d, by_alias, units) for d in declared)
     outage_node = by_alias[OUTAGE_NODE]
     outages = (Outage(outage_node.cluster, outage_node.name, OUTAGE),)
     return Fleet(seed, tuple(clusters), tuple(nodes), tuple(units), namespaces, workloads, outages)
@@ -195,6 +204,7 @@ def _node(seed: int, cluster: ClusterDecl, decl: NodeDecl, ordinal: int) -> Node
     separator = "-" if cluster.cloud == "gcp" else ""
     zone = f"{cluster.region}{separator}{'abc'[ordinal % 3]}"
     style = "exported" if (decl.cluster, decl.alias) == EXPORTED_LABELS_NODE else decl.label_style
+    sharing = node_sharing(decl)
     return NodeSpec(
         cluster=cluster.name,
         name=name,
@@ -208,7 +218,7 @@ def _node(seed: int, cluster: ClusterDecl, decl: NodeDecl, ordinal: int) -> Node
         mig_strategy="mixed" if decl.mig_layout else None,
         mig_config=decl.mig_config,
         timeslice_replicas=decl.timeslice_replicas,
-        labels=_node_labels(cluster, decl, model, name, zone),
+        labels=node_labels(cluster, decl, model, name, zone, sharing),
         label_style=style,
         util_signal=decl.util_signal or model.util_signal,
         exporter_pod=f"nvidia-dcgm-exporter-{k8s_suffix(5, seed, cluster.name, name)}",
@@ -216,7 +226,16 @@ def _node(seed: int, cluster: ClusterDecl, decl: NodeDecl, ordinal: int) -> Node
         temp_offset_c=decl.temp_offset_c,
         idle_w=model.idle_w,
         max_w=model.max_w,
+        gpu_sharing=sharing,
     )
+
+
+def node_sharing(decl: NodeDecl) -> str:
+    """The node's mode: declared (``mps``, ``dra``), else time-slicing with replicas, else the
+    device plugin."""
+    if decl.sharing is not None:
+        return decl.sharing
+    return TIME_SLICE if decl.timeslice_replicas > 1 else DEVICE_PLUGIN
 
 
 def _node_name(seed: int, cluster: ClusterDecl, decl: NodeDecl) -> str:
@@ -226,61 +245,6 @@ def _node_name(seed: int, cluster: ClusterDecl, decl: NodeDecl) -> str:
         return "ip-10-{}-{}-{}.ec2.internal".format(*octets)
     group = uuid_text(seed, cluster.name, decl.pool)[:8]
     return f"gke-{cluster.name}-{decl.pool}-{group}-{k8s_suffix(4, seed, decl.alias)}"
-
-
-def _node_labels(
-    cluster: ClusterDecl, decl: NodeDecl, model: ModelDecl, name: str, zone: str
-) -> dict[str, str]:
-    shared = decl.timeslice_replicas > 1
-    labels = {
-        "kubernetes.io/arch": "amd64",
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "node.kubernetes.io/instance-type": decl.instance_type,
-        "topology.kubernetes.io/region": cluster.region,
-        "topology.kubernetes.io/zone": zone,
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": model.gfd_product + ("-SHARED" if shared else ""),
-        "nvidia.com/gpu.count": str(INSTANCE_GPUS[decl.instance_type]),
-        "nvidia.com/gpu.memory": str(model.memory_mib),
-        "nvidia.com/gpu.family": model.family,
-        "nvidia.com/gpu.replicas": str(decl.timeslice_replicas),
-        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared else "none",
-        "nvidia.com/mig.capable": str(model.mig_capable).lower(),
-        "nvidia.com/gpu.deploy.dcgm-exporter": "true",
-        "nvidia.com/cuda.driver-version.full": cluster.driver_version,
-    }
-    if decl.mig_layout:
-        labels["nvidia.com/mig.strategy"] = "mixed"
-        labels["nvidia.com/mig.config"] = decl.mig_config or "custom"
-        for profile in sorted({p for gpu in decl.mig_layout for p in gpu}):
-            count = sum(gpu.count(profile) for gpu in decl.mig_layout)
-            labels[f"nvidia.com/mig-{profile}.count"] = str(count)
-            labels[f"nvidia.com/mig-{profile}.memory"] = str(MIG_MEMORY_MIB[profile])
-    labels.update(_capacity_labels(cluster, decl))
-    return labels
-
-
-def _capacity_labels(cluster: ClusterDecl, decl: NodeDecl) -> dict[str, str]:
-    spot = decl.capacity_type == "spot"
-    if cluster.cloud == "gcp":
-        labels = {
-            "cloud.google.com/gke-nodepool": decl.pool,
-            "cloud.google.com/gke-accelerator": _GKE_ACCELERATORS[decl.model],
-        }
-        if spot:
-            kind = "preemptible" if "preemptible" in decl.pool else "spot"
-            labels[f"cloud.google.com/gke-{kind}"] = "true"
-        return labels
-    if decl.managed_nodegroup:
-        return {
-            "eks.amazonaws.com/nodegroup": decl.pool,
-            "eks.amazonaws.com/capacityType": "SPOT" if spot else "ON_DEMAND",
-        }
-    return {
-        "karpenter.sh/nodepool": decl.pool,
-        "karpenter.sh/capacity-type": "spot" if spot else "on-demand",
-    }
 
 
 def _node_units(seed: int, node: NodeSpec, decl: NodeDecl, physical: int) -> list[GpuUnit]:
@@ -304,22 +268,42 @@ def _node_units(seed: int, node: NodeSpec, decl: NodeDecl, physical: int) -> lis
             share=1.0 / node.timeslice_replicas,
             physical=physical + index,
             key=0,
+            sharing=node.gpu_sharing,
         )
         if decl.mig_layout:
             variants = _mig_instances(base, decl.mig_layout[index])
         else:
-            variants = [replace(base, slot=s) for s in range(node.timeslice_replicas)]
+            variants = _slots(base, _split(decl, index))
         for unit in variants:
             key = stable_hash(seed, unit.cluster, unit.uuid, unit.mig_gi_id, unit.slot)
             units.append(replace(unit, key=key))
     return units
 
 
+def _split(decl: NodeDecl, index: int) -> int:
+    """How many slots GPU ``index`` is split into: replicas, or the pods sharing its claim."""
+    if decl.dra_shared is not None and decl.dra_shared[0] == index:
+        return decl.dra_shared[1]
+    return decl.timeslice_replicas
+
+
+def _slots(base: GpuUnit, count: int) -> list[GpuUnit]:
+    """A whole GPU as ``count`` slot units (one when not shared); DRA devices get their name."""
+    device = gpu_device_name(base.gpu_index) if base.sharing == DRA else None
+    return [
+        replace(base, slot=s, timeslice_replicas=count, share=1.0 / count, dra_device=device)
+        for s in range(count)
+    ]
+
+
 def _mig_instances(base: GpuUnit, profiles: tuple[str, ...]) -> list[GpuUnit]:
-    """MIG instances of one GPU; GPU instance ids count up from each profile's first id."""
+    """MIG instances of one GPU; GPU instance ids count up from each profile's first id. On a
+    DRA node they are DRA devices, named as the driver names them."""
     next_id = dict(MIG_FIRST_GI_ID)
+    dra = base.sharing == DRA
+    names = mig_device_names(base.gpu_index, profiles) if dra else [None] * len(profiles)
     instances = []
-    for profile in profiles:
+    for profile, name in zip(profiles, names, strict=True):
         gi_id = next_id[profile]
         next_id[profile] += 1
         instances.append(
@@ -330,6 +314,8 @@ def _mig_instances(base: GpuUnit, profiles: tuple[str, ...]) -> list[GpuUnit]:
                 memory_total_mib=MIG_MEMORY_MIB[profile],
                 util_signal="prof",
                 share=mig_fraction(profile, base.model_name),
+                sharing=DRA if dra else MIG,
+                dra_device=name,
             )
         )
     return instances
@@ -346,9 +332,12 @@ def _workload(
     if decl.seeded_offset:
         offset = int(stable_unit(seed, decl.cluster, decl.name) * schedule.period_s) // 60 * 60
         schedule = replace(schedule, offset_s=offset)
-    if decl.mig_profile:
+    dra = nodes[0].gpu_sharing == DRA
+    if dra:
+        resource = MIG_CLASS if decl.mig_profile else GPU_CLASS
+    elif decl.mig_profile:
         resource = f"nvidia.com/mig-{decl.mig_profile}"
-    elif nodes[0].timeslice_replicas > 1:
+    elif nodes[0].gpu_sharing == TIME_SLICE:
         resource = "nvidia.com/gpu.shared"
     else:
         resource = "nvidia.com/gpu"
@@ -365,6 +354,8 @@ def _workload(
         xid_code=decl.xid_code,
         xid_rate=decl.xid_rate,
         key=stable_hash(seed, decl.cluster, decl.namespace, decl.name),
+        allocation=DRA if dra else None,
+        claim=decl.claim,
     )
 
 
@@ -374,7 +365,7 @@ def _place(
     """Each pod's unit indices: consecutive candidates of one node, nodes taken in order."""
     pods: list[tuple[int, ...]] = []
     for node in nodes:
-        candidates = _candidates(node, decl.mig_profile, units)[decl.first :]
+        candidates = _candidates(node, decl, units)[decl.first :]
         while len(pods) < decl.pods and len(candidates) >= decl.gpus_per_pod:
             pods.append(tuple(candidates[: decl.gpus_per_pod]))
             candidates = candidates[decl.gpus_per_pod :]
@@ -383,10 +374,14 @@ def _place(
     return tuple(pods)
 
 
-def _candidates(node: NodeSpec, profile: str | None, units: list[GpuUnit]) -> list[int]:
-    """Unit indices a pod may take on ``node``: MIG instances of ``profile``, time-slice slots
-    spread over the GPUs (slot 0 of every GPU first), or whole GPUs."""
+def _candidates(node: NodeSpec, decl: WorkloadDecl, units: list[GpuUnit]) -> list[int]:
+    """Unit indices a pod may take on ``node``: MIG instances of the profile, time-slice or MPS
+    slots spread over the GPUs (slot 0 of every GPU first), or whole GPUs. On a DRA node a
+    workload sharing a claim takes the slots of the shared device, others the other devices."""
     mine = [i for i, u in enumerate(units) if (u.cluster, u.node) == (node.cluster, node.name)]
-    if profile is not None:
-        return [i for i in mine if units[i].mig_profile == profile]
+    if decl.mig_profile is not None:
+        return [i for i in mine if units[i].mig_profile == decl.mig_profile]
+    if node.gpu_sharing == DRA:
+        shared = [i for i in mine if units[i].timeslice_replicas > 1]
+        return shared if decl.claim else [i for i in mine if i not in shared]
     return sorted(mine, key=lambda i: (units[i].slot, units[i].gpu_index))

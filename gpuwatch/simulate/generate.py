@@ -9,20 +9,24 @@ zero). ``pod`` is missing on units no pod holds; ``pod_uid`` tells apart pods th
 
 Sample semantics: ``util_ratio`` is the share of the whole GPU's engine time (of the MIG
 instance's, for a MIG unit) the holder uses; on a time-sliced GPU each slot's ratio is its pod's
-share of the physical GPU, so the slots of a GPU add up to the device's utilization.
+share of the physical GPU, so the slots of a GPU add up to the device's utilization (MPS slots
+alike). The slots of a DRA device that a claim shares between pods all carry the device's
+readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
 ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
 MIG instances report no power (NaN). String key columns are pandas categoricals.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.simulate.dra import DRA_DEVICE_COLUMNS, dra_devices_frame
 from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.noise import slow_uniform, stable_hash, uniform, unit_keys
 from gpuwatch.simulate.patterns import (
@@ -66,9 +70,11 @@ _FAST, _SLOW, _MEMORY, _POWER, _XID, _TEMP = range(1, 7)
 class SimulatedData:
     """A simulated window ``[start_ts, end_ts)`` at ``step_s``, as natural-key frames.
 
-    ``clusters``, ``nodes`` (with GFD ``labels``, ``label_style``, ``util_signal``), ``gpus``
-    (one row per unit), ``namespaces`` (with ``team``), ``pods`` (every pod that existed in the
-    window, in the state the API shows at ``end_ts``) and ``samples`` (``SAMPLE_COLUMNS``).
+    ``clusters``, ``nodes`` (with GFD ``labels``, ``label_style``, ``util_signal``,
+    ``gpu_sharing``), ``gpus`` (one row per unit, with its ``sharing``), ``namespaces`` (with
+    ``team``), ``pods`` (every pod that existed in the window, in the state the API shows at
+    ``end_ts``; ``allocation`` ``dra`` for pods holding claims), ``samples``
+    (``SAMPLE_COLUMNS``) and ``dra_devices`` (``DRA_DEVICE_COLUMNS``: the devices claims held).
     """
 
     start_ts: int
@@ -80,6 +86,9 @@ class SimulatedData:
     namespaces: pd.DataFrame
     pods: pd.DataFrame
     samples: pd.DataFrame
+    dra_devices: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=DRA_DEVICE_COLUMNS)
+    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,7 @@ class _Units:
     idle_w: F64
     max_w: F64
     temp_offset_c: F64
+    shared: tuple[I64, ...]
 
 
 def time_grid(start_ts: int, end_ts: int, step_s: int) -> I64:
@@ -125,6 +135,7 @@ def generate(fleet: Fleet, start_ts: int, end_ts: int, step_s: int) -> Simulated
         namespaces=namespaces_frame(fleet),
         pods=pods_frame(fleet, instances, end_ts),
         samples=samples,
+        dra_devices=dra_devices_frame(fleet, instances, start_ts, end_ts),
     )
 
 
@@ -144,6 +155,7 @@ _NODE_FIELDS = (
     "mig_strategy",
     "mig_config",
     "timeslice_replicas",
+    "gpu_sharing",
 )
 _GPU_FIELDS = (
     "cluster",
@@ -156,6 +168,7 @@ _GPU_FIELDS = (
     "model_name",
     "mig_profile",
     "timeslice_replicas",
+    "sharing",
     "memory_total_mib",
 )
 
@@ -178,7 +191,7 @@ def nodes_frame(fleet: Fleet) -> pd.DataFrame:
 
 
 def gpus_frame(fleet: Fleet) -> pd.DataFrame:
-    """One row per GPU unit: whole GPU, MIG instance or time-slice slot."""
+    """One row per GPU unit: whole GPU, MIG instance or slot (time-slice, MPS, shared claim)."""
     rows = [{c: getattr(u, c) for c in _GPU_FIELDS} for u in fleet.units]
     return pd.DataFrame(rows, columns=list(_GPU_FIELDS))
 
@@ -198,10 +211,14 @@ def _unit_table(fleet: Fleet) -> _Units:
     nodes = {(n.cluster, n.name): n for n in fleet.nodes}
     first = [nodes[units[i].cluster, units[i].node] for i in starts]
     is_mig = np.array([u.mig_gi_id >= 0 for u in units])
+    shared = _shared_claim_slots(fleet)
+    own_share = is_mig.copy()
+    for rows in shared:
+        own_share[rows] = True
     return _Units(
         keys=unit_keys([u.key for u in units]),
         memory=np.array([u.memory_total_mib for u in units], dtype=np.float64),
-        weight=np.where(is_mig, [u.share for u in units], 1.0),
+        weight=np.where(own_share, [u.share for u in units], 1.0),
         physical=physical,
         starts=starts,
         is_mig=is_mig,
@@ -212,7 +229,25 @@ def _unit_table(fleet: Fleet) -> _Units:
         idle_w=np.array([n.idle_w for n in first], dtype=np.float64),
         max_w=np.array([n.max_w for n in first], dtype=np.float64),
         temp_offset_c=np.array([n.temp_offset_c for n in first], dtype=np.float64),
+        shared=shared,
     )
+
+
+def _shared_claim_slots(fleet: Fleet) -> tuple[I64, ...]:
+    """Per DRA device that a claim shares between pods, the indices of its slot units."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for index, unit in enumerate(fleet.units):
+        if unit.sharing == DRA and unit.timeslice_replicas > 1:
+            groups.setdefault((unit.physical, unit.mig_gi_id), []).append(index)
+    return tuple(np.array(rows, dtype=np.int64) for rows in groups.values())
+
+
+def _merge_shared(grid: _Grid, shared: tuple[I64, ...]) -> None:
+    """Every slot of a shared DRA device reads the device: the sum over its pods."""
+    for rows in shared:
+        grid.util[rows] = np.minimum(1.0, grid.util[rows].sum(axis=0))
+        grid.memory[rows] = np.minimum(1.0, grid.memory[rows].sum(axis=0))
+        grid.xid[rows] = grid.xid[rows].max(axis=0)
 
 
 @dataclass
@@ -255,6 +290,7 @@ def _fill(fleet: Fleet, table: _Units, ts: I64, instances: list[PodInstance]) ->
         if spec.xid_rate > 0:
             draw = uniform(table.keys[rows], part, _XID)
             grid.xid[rows, lo:hi] = np.where(draw < spec.xid_rate, spec.xid_code, 0)
+    _merge_shared(grid, table.shared)
     return grid, slow
 
 

@@ -2,7 +2,8 @@
 
 ``kube_objects(fleet, ts, cluster)`` returns plain JSON-shaped dicts keyed by resource name
 (``pods``, ``nodes``, ``namespaces``, ``replicasets``, ``deployments``, ``statefulsets``,
-``daemonsets``, ``jobs``, ``cronjobs``), ready for
+``daemonsets``, ``jobs``, ``cronjobs``, and ``resource.k8s.io``'s ``resourceclaims``,
+``resourceslices``, ``deviceclasses`` in the version asked for), ready for
 :class:`gpuwatch.simulate.apiserver.KubeApiServer`. Pure: the same fleet and instant always give
 the same objects.
 
@@ -10,13 +11,14 @@ What they contain:
 
 - the pods that exist at ``ts`` (Pending ones without a node), each container asking for its GPUs
   in ``resources.limits`` (``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` or
-  ``nvidia.com/mig-<profile>``), with the owner chain its controller would write: ReplicaSet →
-  Deployment, Job → CronJob, StatefulSet, or none for a bare pod;
+  ``nvidia.com/mig-<profile>``), or on DRA nodes through a ResourceClaim (``spec.resourceClaims``,
+  container ``resources.claims``; see :mod:`kube_dra`), with the owner chain its controller
+  would write: ReplicaSet → Deployment, Job → CronJob, StatefulSet, or none for a bare pod;
 - pods of Jobs that finished within ``JOB_TTL_S`` (``Succeeded``, kept until their Job's
   ``ttlSecondsAfterFinished``), so a collection over the recent past still finds their owners;
 - the dcgm-exporter DaemonSet's pod on every GPU node, in ``gpu-operator``, asking for no GPU;
-- GPU nodes with their GPU Feature Discovery and capacity-type labels and GPU capacity, plus one
-  CPU-only system node;
+- GPU nodes with their GPU Feature Discovery and capacity-type labels and GPU capacity (none on
+  DRA nodes; ``nvidia.com/gpu`` = GPUs × replicas on the MPS node), plus one CPU-only node;
 - namespaces with their ``team`` label, and the controllers the pods name.
 """
 
@@ -26,8 +28,11 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from gpuwatch.domain.allocation import DRA, MPS, TIME_SLICE
 from gpuwatch.domain.durations import DAY_S, HOUR_S, rfc3339
+from gpuwatch.simulate.dra import is_dra
 from gpuwatch.simulate.fleet import Fleet, NodeSpec, WorkloadSpec
+from gpuwatch.simulate.kube_dra import DRA_RESOURCES, FLEET_CREATED_TS, dra_objects, pod_claims
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 from gpuwatch.simulate.pods import PodInstance, pod_instances
 
@@ -37,7 +42,7 @@ EXPORTER_NAMESPACE = "gpu-operator"
 EXPORTER_DAEMONSET = "nvidia-dcgm-exporter"
 EXPORTER_CONTAINER = "nvidia-dcgm-exporter"
 _EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
-_FLEET_CREATED_TS = 1_735_689_600  # 2025-01-01: nodes, namespaces and controllers predate any ts
+_FLEET_CREATED_TS = FLEET_CREATED_TS  # nodes, namespaces and controllers predate any ts
 _JOB_KINDS = ("Job", "CronJob")
 _IMAGES = {
     "Deployment": "registry.example.com/serving/{name}:1.4.2",
@@ -56,6 +61,7 @@ RESOURCES = (
     "daemonsets",
     "jobs",
     "cronjobs",
+    *DRA_RESOURCES,
 )
 
 
@@ -89,14 +95,22 @@ def _owner(fleet: Fleet, cluster: str, kind: str, namespace: str, name: str) -> 
     }
 
 
-def kube_objects(fleet: Fleet, ts: int, cluster: str) -> dict[str, list[dict[str, Any]]]:
-    """Every object of ``cluster`` the API lists at instant ``ts``, by resource name."""
+def kube_objects(
+    fleet: Fleet, ts: int, cluster: str, dra_version: str = "v1"
+) -> dict[str, list[dict[str, Any]]]:
+    """Every object of ``cluster`` the API lists at instant ``ts``, by resource name
+    (``resource.k8s.io`` objects shaped as ``dra_version``)."""
     if cluster not in fleet.clusters:
         raise ValueError(f"no simulated cluster {cluster!r}: choose one of {list(fleet.clusters)}")
     objects: dict[str, list[dict[str, Any]]] = {name: [] for name in RESOURCES}
     nodes = [node for node in fleet.nodes if node.cluster == cluster]
-    for instance in listed_pods(fleet, ts, cluster):
+    listed = listed_pods(fleet, ts, cluster)
+    for instance in listed:
         _add_pod(fleet, objects, instance, ts)
+    # Generated claims of terminated pods are deleted by the resourceclaim controller.
+    alive = [i for i in listed if phase_at(i, ts) != "Succeeded"]
+    running = {i.uid for i in alive if phase_at(i, ts) == "Running"}
+    objects.update(dra_objects(fleet, cluster, alive, running, dra_version))
     for node in nodes:
         objects["nodes"].append(node_object(fleet, node))
         objects["pods"].append(exporter_pod(fleet, node))
@@ -168,7 +182,10 @@ def pod_object(fleet: Fleet, inst: PodInstance, ts: int) -> dict[str, Any]:
     phase = phase_at(inst, ts)
     if phase != "Pending":
         pod_spec["nodeName"] = inst.node
-    return {"metadata": meta, "spec": pod_spec, "status": _pod_status(spec, inst, phase)}
+    pod = {"metadata": meta, "spec": pod_spec, "status": _pod_status(spec, inst, phase)}
+    if is_dra(fleet, inst):
+        pod_claims(fleet, inst, pod, phase)
+    return pod
 
 
 def _pod_status(spec: WorkloadSpec, inst: PodInstance, phase: str) -> dict[str, Any]:
@@ -225,13 +242,17 @@ def exporter_pod(fleet: Fleet, node: NodeSpec) -> dict[str, Any]:
 def _gpu_capacity(node: NodeSpec) -> dict[str, str]:
     """Extended resources the device plugin advertises on the node."""
     labels = node.labels
+    if node.gpu_sharing == DRA:
+        return {}
+    if node.gpu_sharing == MPS:
+        return {"nvidia.com/gpu": str(node.gpu_count * node.timeslice_replicas)}
     if node.mig_strategy == "mixed":
         capacity = {"nvidia.com/gpu": "0"}
         for key, value in sorted(labels.items()):
             if key.startswith("nvidia.com/mig-") and key.endswith(".count"):
                 capacity[key.removesuffix(".count")] = value
         return capacity
-    if node.timeslice_replicas > 1:
+    if node.gpu_sharing == TIME_SLICE:
         shared = str(node.gpu_count * node.timeslice_replicas)
         return {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": shared}
     return {"nvidia.com/gpu": str(node.gpu_count)}
@@ -261,7 +282,7 @@ def node_object(fleet: Fleet, node: NodeSpec) -> dict[str, Any]:
             "capacity": capacity,
             "allocatable": dict(capacity),
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "nodeInfo": {"kubeletVersion": "v1.31.0", "architecture": "amd64"},
+            "nodeInfo": {"kubeletVersion": "v1.34.1", "architecture": "amd64"},
         },
     }
 

@@ -53,13 +53,19 @@ class NodeDecl:
     timeslice_replicas: int = 1
     temp_offset_c: float = 0.0
     managed_nodegroup: bool = False
+    #: ``mps`` or ``dra`` (NVIDIA's DRA driver instead of the device plugin); None: the device
+    #: plugin, time-slicing when ``timeslice_replicas`` > 1.
+    sharing: str | None = None
+    #: On a DRA node, ``(gpu index, pods)``: that GPU is one device in a claim ``pods`` share.
+    dra_shared: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class WorkloadDecl:
     """A workload: ``pods`` pods of ``gpus_per_pod`` units each, taken in order from the
     candidate units of ``nodes`` (whole GPUs, MIG instances of ``mig_profile``, or time-slice
-    slots) starting at position ``first`` on each node."""
+    slots) starting at position ``first`` on each node. On a DRA node the pods hold their units
+    through ResourceClaims: one per pod from a template, or the named ``claim`` all pods share."""
 
     cluster: str
     namespace: str
@@ -76,6 +82,7 @@ class WorkloadDecl:
     seeded_offset: bool = False
     xid_code: int = 0
     xid_rate: float = 0.0
+    claim: str | None = None
 
 
 MODELS: dict[str, ModelDecl] = {
@@ -235,7 +242,7 @@ def every(period_h: float, run_h: float, jitter_h: float = 0, start_h: float = 0
     )
 
 
-def _w(
+def declare(
     cluster: str,
     ns: str,
     name: str,
@@ -252,6 +259,7 @@ def _w(
     seeded_offset: bool | None = None,
     xid_code: int = 0,
     xid_rate: float = 0.0,
+    claim: str | None = None,
 ) -> WorkloadDecl:
     """A declaration; long-running kinds get a seeded rollout time unless told otherwise."""
     if seeded_offset is None:
@@ -272,8 +280,11 @@ def _w(
         seeded_offset=seeded_offset,
         xid_code=xid_code,
         xid_rate=xid_rate,
+        claim=claim,
     )
 
+
+_w = declare
 
 # fmt: off
 WORKLOADS = (

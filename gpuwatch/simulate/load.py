@@ -27,6 +27,7 @@ from gpuwatch.store.models import (
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
+    DraDevice,
     GpuSample,
     Namespace,
     Node,
@@ -52,6 +53,7 @@ _NODE_COLUMNS = (
     "mig_config",
     "timeslice_replicas",
     "labels",
+    "gpu_sharing",
 )
 _GPU_COLUMNS = (
     "uuid",
@@ -62,8 +64,10 @@ _GPU_COLUMNS = (
     "model_name",
     "mig_profile",
     "timeslice_replicas",
+    "sharing",
     "memory_total_mib",
 )
+_OPTIONAL_COLUMNS = frozenset({"gpu_sharing", "sharing", "allocation"})
 _POD_COLUMNS = (
     "namespace",
     "uid",
@@ -73,6 +77,7 @@ _POD_COLUMNS = (
     "team",
     "gpu_resource",
     "gpu_count",
+    "allocation",
     "labels",
     "created_ts",
     "started_ts",
@@ -90,6 +95,7 @@ class LoadStats:
     namespaces: int
     pods: int
     samples: int
+    dra_devices: int = 0
 
 
 def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
@@ -104,6 +110,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     _insert_namespaces(conn, data, clusters)
     pods = _insert_pods(conn, data, clusters, nodes)
     written = _insert_samples(conn, data, gpu_ids[gpu_index], pods)
+    devices = _insert_dra_devices(conn, data, clusters)
     rollup.roll_up(conn, data.start_ts, data.end_ts)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
     detail = {"start_ts": data.start_ts, "step_s": data.step_s}
@@ -112,7 +119,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
         [{"cluster_id": i, **state, "detail": detail} for i in clusters.values()],
     )
     return LoadStats(
-        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written
+        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written, devices
     )
 
 
@@ -125,6 +132,12 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts of plain Python values, missing values as None."""
     plain = frame.astype(object).where(frame.notna(), None)
     return [{str(k): v for k, v in row.items()} for row in plain.to_dict("records")]
+
+
+def _columns(record: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    """The record's values of ``columns``; the allocation-mode columns may be absent (frames
+    built before they existed), and are then NULL."""
+    return {c: record.get(c) if c in _OPTIONAL_COLUMNS else record[c] for c in columns}
 
 
 def _ids(conn: Connection, model: type[Any], *key: str) -> dict[tuple[Any, ...], int]:
@@ -187,7 +200,7 @@ def _insert_nodes(
     rows = []
     for node in _records(data.nodes):
         key = (node["cluster"], node["node"])
-        row = {c: node[c] for c in _NODE_COLUMNS}
+        row = _columns(node, _NODE_COLUMNS)
         row.update(cluster_id=clusters[node["cluster"]], name=node["node"])
         labels = node["labels"]
         row["provider"] = provider_from_node(provider_id(key[0], key[1], labels), labels)
@@ -210,7 +223,7 @@ def _insert_gpus(
     """Insert the units; their store ids in the order of ``data.gpus``."""
     rows = []
     for gpu, span in zip(_records(data.gpus), _records(seen), strict=True):
-        row = {c: gpu[c] for c in _GPU_COLUMNS}
+        row = _columns(gpu, _GPU_COLUMNS)
         row.update(span, cluster_id=clusters[gpu["cluster"]])
         row["node_id"] = nodes.get((gpu["cluster"], gpu["node"]))
         rows.append(row)
@@ -244,7 +257,7 @@ def _insert_pods(
     """Insert the pods (last seen when they finished, else at the window's end); ids by uid."""
     rows = []
     for pod in _records(data.pods):
-        row = {c: pod[c] for c in _POD_COLUMNS}
+        row = _columns(pod, _POD_COLUMNS)
         row.update(cluster_id=clusters[pod["cluster"]], name=pod["pod"])
         row["node_id"] = None if pod["node"] is None else nodes[pod["cluster"], pod["node"]]
         row["last_seen_ts"] = pod["finished_ts"] or data.end_ts
@@ -252,6 +265,18 @@ def _insert_pods(
     if rows:
         conn.execute(insert(_table(Pod)), rows)
     return {str(uid): i for (uid,), i in _ids(conn, Pod, "uid").items()}
+
+
+def _insert_dra_devices(conn: Connection, data: SimulatedData, clusters: dict[str, int]) -> int:
+    """Insert the devices the window's ResourceClaims held (``consumers`` as JSON lists)."""
+    rows = []
+    for device in _records(data.dra_devices):
+        row = {k: v for k, v in device.items() if k != "cluster"}
+        row["cluster_id"] = clusters[device["cluster"]]
+        rows.append(row)
+    if rows:
+        conn.execute(insert(_table(DraDevice)), rows)
+    return len(rows)
 
 
 def _insert_samples(

@@ -133,7 +133,8 @@ class _ExporterHttp(ThreadingHTTPServer):
 
 
 class LiveKubeApi(KubeApiServer):
-    """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``."""
+    """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``;
+    ``resource.k8s.io`` served in ``dra_version``."""
 
     def __init__(
         self,
@@ -143,6 +144,7 @@ class LiveKubeApi(KubeApiServer):
         port: int = 8001,
         clock: Clock = time.time,
         refresh_s: int = 15,
+        dra_version: str = "v1",
     ) -> None:
         _check_cluster(fleet, cluster)
         self.fleet = fleet
@@ -151,7 +153,8 @@ class LiveKubeApi(KubeApiServer):
         self._refresh_s = max(1, refresh_s)
         self._bucket = self._current_bucket()
         self._refresh_lock = threading.Lock()
-        super().__init__(kube_objects(fleet, self._bucket, cluster), host, port)
+        objects = kube_objects(fleet, self._bucket, cluster, dra_version)
+        super().__init__(objects, host, port, dra_version=dra_version)
 
     def _current_bucket(self) -> int:
         now = int(self._clock())
@@ -163,6 +166,7 @@ class LiveKubeApi(KubeApiServer):
             with self._refresh_lock:
                 bucket = self._current_bucket()
                 if bucket != self._bucket:
-                    self.set_objects(kube_objects(self.fleet, bucket, self.cluster))
+                    objects = kube_objects(self.fleet, bucket, self.cluster, self.dra_version)
+                    self.set_objects(objects)
                     self._bucket = bucket
         return super().respond(target, authorization)
