@@ -10,6 +10,7 @@ import pandas as pd
 from gpuwatch.analytics.claims import NO_POD, NO_SERIES, NO_UUID, claim_checks
 from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.rows import NodeFacts, unit_sharing
+from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.domain.labels import LabelVariants
 
 T0 = 1_763_251_200
@@ -109,3 +110,42 @@ def test_claim_checks_of_no_device_are_empty() -> None:
     found = claim_checks(pd.DataFrame(), pd.DataFrame({"cluster": [], "gpu_uuid": []}), frozenset())
     assert found.empty
     assert list(found.columns) == ["cluster", "claim", "device", "gpu_uuid", "pods", "problem"]
+
+
+def _sliced_page() -> Any:
+    """A T4 of 4 time-slice replicas: pods on slots 0 and 2 at the first instant, slot 2 only
+    at the second; the device-level series at both (it also names a pod: ignored)."""
+    util = [
+        {"metric": {"UUID": "GPU-t", "Hostname": "n3", "modelName": "Tesla T4", "vgpu": "GPU-t::0",
+                    "pod": "nb-0", "namespace": "lab"}, "values": [[T0, "0.3"]]},
+        {"metric": {"UUID": "GPU-t", "Hostname": "n3", "modelName": "Tesla T4", "vgpu": "GPU-t::2",
+                    "pod": "nb-2", "namespace": "lab"}, "values": [[T0, "0.2"], [T0 + 60, "0.25"]]},
+        {"metric": {"UUID": "GPU-t", "Hostname": "n3", "modelName": "Tesla T4", "pod": "nb-0",
+                    "namespace": "lab"}, "values": [[T0, "0.5"], [T0 + 60, "0.25"]]},
+    ]  # fmt: skip
+    return page_samples({"util_prof": util}, LabelVariants(), 60, keep_device_slots=True)
+
+
+def test_unheld_slots_of_a_shared_gpu_are_filled_from_its_device_series() -> None:
+    page = fill_free_slots(_sliced_page(), {"n3": 4})
+    frame = page.to_frame()
+    got = sorted(
+        (int(r.slot), int(r.ts) - T0, r.pod if isinstance(r.pod, str) else None, r.util_ratio)
+        for r in frame.itertuples()
+    )
+    assert got == [
+        (0, 0, "nb-0", 0.3), (0, 60, None, 0.0),
+        (1, 0, None, 0.0), (1, 60, None, 0.0),
+        (2, 0, "nb-2", 0.2), (2, 60, "nb-2", 0.25),
+        (3, 0, None, 0.0), (3, 60, None, 0.0),
+    ]  # fmt: skip
+    assert page.units["vgpu"].all() and (page.units["slot"] >= 0).all()
+
+
+def test_without_known_replicas_the_device_series_is_dropped() -> None:
+    frame = fill_free_slots(_sliced_page(), {}).to_frame()
+    assert sorted(zip(frame["slot"], frame["pod"], strict=True)) == [
+        (0, "nb-0"),
+        (2, "nb-2"),
+        (2, "nb-2"),
+    ]

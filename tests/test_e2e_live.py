@@ -20,17 +20,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
 import yaml
 from click.testing import CliRunner
 
+from gpuwatch.analytics.costing import prepare
 from gpuwatch.cli.main import cli
+from gpuwatch.domain.allocation import DRA
+from gpuwatch.domain.pricing import build_price_book
 from gpuwatch.simulate.exposition import is_blank
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, build_fleet
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.pods import pod_instances, pods_frame
+from gpuwatch.store import repository
 from gpuwatch.store.engine import make_engine
 from tests.support.binaries import require_binary
 from tests.support.prometheus import PrometheusProcess, wait_until
@@ -217,6 +222,7 @@ def collected(live: Live) -> tuple[sa.Engine, int, int]:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert f"from {when(start)} to {when(end)}" in result.stdout
+    (live.folder / "collect.out").write_text(result.stdout, encoding="utf-8")
     return make_engine(db), start, end
 
 
@@ -259,6 +265,12 @@ def _units(fleet: Fleet) -> dict[tuple[str, int, int], GpuUnit]:
     return {(u.uuid, u.mig_gi_id, u.slot): u for u in fleet.units if u.cluster == CLUSTER}
 
 
+def _device_slots(frame: pd.DataFrame, units: dict[tuple[str, int, int], GpuUnit]) -> pd.DataFrame:
+    keys = frame[["uuid", "mig_gi_id", "slot"]].itertuples(index=False, name=None)
+    shared = [units[key].sharing == DRA and units[key].timeslice_replicas > 1 for key in keys]
+    return frame.assign(device_slot=frame["slot"].where(~pd.Series(shared, index=frame.index), 0))
+
+
 def test_samples_match_the_simulation(
     stored: pd.DataFrame, truth: pd.DataFrame, fleet: Fleet
 ) -> None:
@@ -271,7 +283,11 @@ def test_samples_match_the_simulation(
     offsets = pd.DataFrame({"offset": range(-STEP_S, 2)})
     wanted = stored.reset_index(names="sample").merge(offsets, how="cross")
     wanted["second"] = wanted["ts"] + wanted["offset"]
-    seen = wanted[["sample", *keys, "second"]].merge(truth, on=[*keys, "second"])
+    # A claim shared by k pods: the exporter names the pods, not their slots (the collector
+    # gives them slots in name order), so its slots are matched as one device.
+    match = ["uuid", "mig_gi_id", "device_slot", "second"]
+    wanted, expected = _device_slots(wanted, units), _device_slots(truth, units)
+    seen = wanted[["sample", *match]].merge(expected, on=match)
     by_sample = seen.groupby("sample")
     util = by_sample["util_ratio"].agg(["min", "max"])
     used = by_sample["fb_used_mib"].agg(["min", "max"])
@@ -355,8 +371,12 @@ def test_mig_instances_and_time_slices_are_units(stored: pd.DataFrame, fleet: Fl
     assert (mig["memory_total_mib"] <= nominal * 1.05).all()
     slots = stored[stored["slot"] > 0]
     assert not slots.empty
-    assert set(slots["workload_name"]) <= {"asr-small", "ocr-lite"}
-    assert (slots["fb_total_mib"] == 15360.0).all(), "shared GPUs' memory from the node"
+    # time-sliced T4s, the MPS L4s, and the second pod of the DRA claim two pods share
+    shared = {"asr-small", "ocr-lite", "intent-router", "face-blur", "embedder-shared"}
+    assert set(slots["workload_name"].dropna()) <= shared
+    for workload, memory in (("asr-small", 15360.0), ("intent-router", 23034.0)):
+        held = slots[slots["workload_name"] == workload]
+        assert (held["fb_total_mib"] == memory).all(), "shared GPUs' memory from the node"
 
 
 def test_alert_rules_evaluate_without_errors_on_live_data(live: Live) -> None:
@@ -380,3 +400,103 @@ def test_alert_rules_evaluate_without_errors_on_live_data(live: Live) -> None:
     assert util, "the utilization recording rule sees the exporter's series"
     assert not any(s["metric"].get("namespace") == "gpu-operator" for s in util)
     assert not any(s["metric"].get("pod", "").startswith("nvidia-dcgm") for s in util)
+
+
+# How GPUs are handed out: DRA claims, MPS, MIG, time-slicing (contract sections 3 and 7) ------
+
+
+def test_collect_says_claims_were_read(live: Live, collected: tuple[sa.Engine, int, int]) -> None:
+    out = (live.folder / "collect.out").read_text(encoding="utf-8")
+    assert "DRA attribution on (resource.k8s.io/v1)" in out
+
+
+def _when(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _costed(collected: tuple[sa.Engine, int, int]) -> pd.DataFrame:
+    engine, start, end = collected
+    samples = repository.load_samples(engine, start, end + STEP_S)
+    return prepare(samples, repository.load_pods(engine), build_price_book(2.0, 0.6, {}, {}))
+
+
+def test_claimed_gpus_are_held_by_their_pods(collected: tuple[sa.Engine, int, int]) -> None:
+    costed = _costed(collected)
+    claimed = costed[costed["allocation"].astype(object).eq(DRA)]
+    held = claimed[claimed["allocated"]]
+    assert not held.empty
+    pods = repository.load_pods(collected[0]).set_index("pod_id")
+    holders = pods.loc[held["pod_id"].astype(int).unique()]
+    # listed by the API with their owners, holding GPUs through claims: never DCGM-only
+    assert set(holders["allocation"]) == {DRA}
+    assert not holders["dcgm_only"].any()
+    assert set(holders["gpu_resource"]) == {"gpu.nvidia.com", "mig.nvidia.com"}
+    assert {"semantic-cache", "embedder-shared", "asr-streaming", "llm-mini"} <= set(
+        holders["workload"]
+    )
+
+
+def test_each_gpu_adds_up_to_one_gpu_however_it_is_split(
+    collected: tuple[sa.Engine, int, int],
+) -> None:
+    """At every instant where all units of a physical GPU have a reading, their GPU-equivalent
+    hours add up to the step: MIG instances g/7, MPS and time-slice slots 1/R, a claim shared
+    by 2 pods 1/2 each."""
+    costed = _costed(collected)
+    units = repository.load_gpus(collected[0]).groupby("gpu_uuid").size()
+    per = costed[costed["data_hours"] > 0].groupby(["gpu_uuid", "ts"], observed=True)
+    sums = per.agg(units=("gpu_id", "nunique"), hours=("gpu_hours", "sum")).reset_index()
+    whole = sums[sums["units"].to_numpy() == units.reindex(sums["gpu_uuid"]).to_numpy()]
+    assert len(whole) > 100
+    off = whole[~np.isclose(whole["hours"], STEP_S / 3600, rtol=1e-9)]
+    assert off.empty, off.head().to_string()
+    modes = set(costed["allocation"].astype(object))
+    assert modes == {"device-plugin", "mig", "time-slice", "mps", "dra"}
+
+
+def test_shared_gpus_pay_their_share(collected: tuple[sa.Engine, int, int]) -> None:
+    costed = _costed(collected)
+    step_h = STEP_S / 3600
+    first = costed[costed["data_hours"] > 0].drop_duplicates("gpu_id")
+    by_mode = first.groupby(first["allocation"].astype(object))
+    mps = by_mode.get_group("mps")
+    assert np.allclose(mps["gpu_hours"], step_h / 4, rtol=1e-9)
+    shared_claim = first[(first["allocation"] == DRA) & (first["timeslice_replicas"] == 2)]
+    assert len(shared_claim) == 2 and shared_claim["gpu_uuid"].nunique() == 1
+    assert np.allclose(shared_claim["gpu_hours"], step_h / 2, rtol=1e-9)
+    mig = by_mode.get_group("mig")
+    shares = mig["mig_profile"].astype(object).map({"1g.10gb": 1 / 7, "3g.40gb": 3 / 7})
+    assert np.allclose(mig["gpu_hours"], step_h * shares.to_numpy(), rtol=1e-9)
+
+
+def test_without_access_to_claims_collection_goes_on_and_says_why(
+    live: Live, collected: tuple[sa.Engine, int, int]
+) -> None:
+    _, start, end = collected
+    kubeconfig = live.folder / "forbidding.kubeconfig"
+    server = _spawn(live.folder, "simulate", "apiserver", "--port", "0", "--forbid-dra",
+                    "--kubeconfig", str(kubeconfig))  # fmt: skip
+    try:
+        assert "kubeconfig" in _first_line(server)
+        db = f"sqlite:///{live.folder / 'forbidden.db'}"
+        env = _env(GPUWATCH_DATABASE_URL=db, GPUWATCH_PROMETHEUS_URL=live.prometheus.url,
+                   GPUWATCH_PROMETHEUS_STEP=f"{STEP_S}s", GPUWATCH_CLUSTER=CLUSTER,
+                   GPUWATCH_KUBECONFIG=str(kubeconfig))  # fmt: skip
+        run = [sys.executable, "-m", "gpuwatch"]
+        subprocess.run([*run, "db", "upgrade"], env=env, cwd=live.folder, check=True,
+                       capture_output=True, timeout=60)  # fmt: skip
+        window = ["--start", _when(start), "--end", _when(end)]
+        result = subprocess.run([*run, "collect", *window], env=env, cwd=live.folder,
+                                capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    finally:
+        assert _stop(server) == 0
+    assert result.returncode == 0, result.stderr
+    assert "DRA attribution off: forbidden" in result.stdout
+    engine = make_engine(db)
+    pods = repository.load_pods(engine)
+    assert not pods.empty and pods["allocation"].isna().all()
+    with engine.connect() as conn:
+        detail = conn.execute(
+            sa.text("SELECT detail FROM collection_state WHERE source = 'kubernetes'")
+        ).scalar_one()
+    assert "forbidden" in json.loads(detail)["dra"]

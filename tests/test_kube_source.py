@@ -474,7 +474,7 @@ def test_unknown_paths_and_selectors(server: KubeApiServer) -> None:
     assert status == 400
     status, raw = server.respond("/apis", None)
     groups = {g["name"] for g in json.loads(raw)["groups"]}
-    assert (status, groups) == (200, {"apps", "batch"})
+    assert (status, groups) == (200, {"apps", "batch", "resource.k8s.io"})
 
 
 def test_http_errors_carry_a_status_body(server: KubeApiServer) -> None:

@@ -30,6 +30,7 @@ from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import PageSamples
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.screen import SeriesIssues
+from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
@@ -156,6 +157,7 @@ def _write_page(
     if frame.empty:
         return 0, set(), set(), 0
     frame = rows.resolve_nodes(frame, snap)
+    frame = fill_free_slots(frame, rows.slot_replicas(conn, cluster_id))
     frame = rows.attribute_claims(frame, frame.pairs(), snap)
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
@@ -201,7 +203,8 @@ class _Pages:
         results = self.source.fetch_page(start, end, self.window.step_s)
         step_s = self.window.step_s
         coarse_s = Catalogue.capacity_step_s(step_s)
-        return page_samples(results, self.variants, step_s, coarse_s).between(start, end)
+        page = page_samples(results, self.variants, step_s, coarse_s, keep_device_slots=True)
+        return page.between(start, end)
 
     def _submit(self, index: int) -> None:
         if index < len(self.pages):

@@ -39,6 +39,7 @@ from gpuwatch.collectors.dcgm_labels import (
     series_identity,
 )
 from gpuwatch.collectors.page import (
+    DEVICE_SLOT,
     IDENTITY_COLUMNS,
     OUTPUT_COLUMNS,
     SHARING_COLUMNS,
@@ -134,17 +135,24 @@ def _identities(
     return identities, fields, issues.result()
 
 
-def _shadowed(identities: Sequence[dict[str, Any] | None]) -> list[bool]:
-    """Whole-GPU series of MIG-partitioned GPUs, and device series of GPUs with per-pod vGPUs."""
+def _shadowed(
+    identities: Sequence[dict[str, Any] | None], keep_device: bool
+) -> tuple[list[bool], list[bool]]:
+    """Per series: whether it is ignored (no identity, the whole-GPU series of a MIG-partitioned
+    GPU, the device series of a GPU with per-pod vGPUs unless ``keep_device``), and whether it
+    is such a device series kept (its unit's slot is ``DEVICE_SLOT``)."""
     present = [i for i in identities if i is not None]
     mig = {i["uuid"] for i in present if i["mig_gi_id"] >= 0}
-    vgpu = {i["uuid"] for i in present if i["has_vgpu"]}
-    return [
-        i is None
-        or (i["uuid"] in mig and i["mig_gi_id"] < 0)
-        or (i["uuid"] in vgpu and not i["has_vgpu"])
+    vgpu = {(i["uuid"], i["mig_gi_id"]) for i in present if i["has_vgpu"]}
+    device = [
+        i is not None and (i["uuid"], i["mig_gi_id"]) in vgpu and not i["has_vgpu"]
         for i in identities
     ]
+    dropped = [
+        i is None or (i["uuid"] in mig and i["mig_gi_id"] < 0) or (d and not keep_device)
+        for i, d in zip(identities, device, strict=True)
+    ]
+    return dropped, device
 
 
 def _claim_slots(identities: Sequence[dict[str, Any] | None]) -> list[tuple[int, int]]:
@@ -169,15 +177,17 @@ def _claim_slots(identities: Sequence[dict[str, Any] | None]) -> list[tuple[int,
     return out
 
 
-def _series_table(results: Mapping[str, Matrix], variants: LabelVariants) -> _SeriesTable:
+def _series_table(
+    results: Mapping[str, Matrix], variants: LabelVariants, keep_device: bool = False
+) -> _SeriesTable:
     found, fields, issues = _identities(results, variants)
     identities = [None if item is None else item[0] for item in found]
-    dropped = _shadowed(identities)
+    dropped, device = _shadowed(identities, keep_device)
     slots = _claim_slots(identities)
     keys, sharing = [], {}
-    for i, drop, (slot, shared_by) in zip(identities, dropped, slots, strict=True):
+    for i, drop, dev, (slot, shared_by) in zip(identities, dropped, device, slots, strict=True):
         if i is not None and not drop:
-            key = (i["uuid"], i["mig_gi_id"], slot)
+            key = (i["uuid"], i["mig_gi_id"], DEVICE_SLOT if dev else slot)
             keys.append(key)
             sharing[key] = (shared_by, bool(i["has_vgpu"]), bool(i["dra_claim"]))
     units = sorted(set(keys))
@@ -336,7 +346,12 @@ def _rows(
 
 
 def page_samples(
-    results: Results, variants: LabelVariants, step_s: int, capacity_step_s: int | None = None
+    results: Results,
+    variants: LabelVariants,
+    step_s: int,
+    capacity_step_s: int | None = None,
+    *,
+    keep_device_slots: bool = False,
 ) -> PageSamples:
     """One row per GPU unit and grid instant with a reading of any field.
 
@@ -350,12 +365,16 @@ def page_samples(
     their own every ``capacity_step_s`` (``step_s`` when None), at its multiples: a row takes
     the total of the last capacity instant at or before it, else of the next one (NaN where
     neither has a reading), never another one, so the total does not depend on the page.
+
+    ``keep_device_slots``: the device-level series of a GPU with per-pod (``vgpu``) series
+    becomes a unit of slot ``DEVICE_SLOT`` instead of being ignored, for
+    :func:`gpuwatch.collectors.slots.fill_free_slots`.
     """
     matrices = {
         name: value if isinstance(value, Matrix) else promjson.from_series(value)
         for name, value in results.items()
     }
-    table = _series_table(matrices, variants)
+    table = _series_table(matrices, variants, keep_device_slots)
     coarse = {f.field for f in FIELDS if f.capacity}
     fine = {name: m for name, m in matrices.items() if name not in coarse}
     if not table.units or not any(len(m.ts) for m in fine.values()):

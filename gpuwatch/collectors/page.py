@@ -19,6 +19,9 @@ UNIT_KEY = ["uuid", "mig_gi_id", "slot"]
 #: Facts of a unit besides its key: pods sharing its device through one ResourceClaim (1: not
 #: shared), whether it is a ``vgpu`` slot, whether a claim holds it.
 SHARING_COLUMNS = ["shared_by", "vgpu", "claimed"]
+#: ``slot`` of the device-level series of a GPU whose pods have per-pod (``vgpu``) series: kept
+#: only to fill the slots no pod holds (:mod:`gpuwatch.collectors.slots`), never stored.
+DEVICE_SLOT = -1
 UNIT_DTYPES = {"mig_gi_id": np.int64, "slot": np.int64, "shared_by": np.int64, "vgpu": bool,
                "claimed": bool}  # fmt: skip
 #: Columns of ``PageSamples.series``: what a series' labels say besides its GPU unit.

@@ -171,6 +171,15 @@ def _node_facts(conn: Connection, cluster_id: int) -> dict[int, NodeFacts]:
     }
 
 
+def slot_replicas(conn: Connection, cluster_id: int) -> dict[str, int]:
+    """Node name → the time-slice or MPS replicas of its GPUs, for nodes that share them."""
+    table = table_of(Node)
+    stmt = select(table.c.name, table.c.timeslice_replicas).where(
+        table.c.cluster_id == cluster_id, table.c.timeslice_replicas > 1
+    )
+    return {str(name): int(replicas) for name, replicas in conn.execute(stmt)}
+
+
 def empty_mig_gpus(units: list[dict[str, Any]], conn: Connection, cluster_id: int) -> set[int]:
     """Positions in ``units`` (rows of :func:`gpu_rows`) of whole GPUs on nodes in MIG mode: a
     GPU seen whole there has no MIG instance, so nothing can run on it."""
