@@ -486,8 +486,10 @@ def test_without_access_to_claims_collection_goes_on_and_says_why(
         subprocess.run([*run, "db", "upgrade"], env=env, cwd=live.folder, check=True,
                        capture_output=True, timeout=60)  # fmt: skip
         window = ["--start", _when(start), "--end", _when(end)]
-        result = subprocess.run([*run, "collect", *window], env=env, cwd=live.folder,
-                                capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        result = subprocess.run(
+            [*run, "collect", *window],
+            env=env, cwd=live.folder, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
     finally:
         assert _stop(server) == 0
     assert result.returncode == 0, result.stderr
