@@ -463,6 +463,15 @@ def test_snapshot_nodes_publishing_gpu_devices_are_dra_nodes() -> None:
     assert memory == {"dra-h100-0": 81559, "dra-a100-mig-0": None, "both-0": None}
 
 
+def test_snapshot_gpu_nodes_without_published_facts_are_dra_nodes() -> None:
+    dra = DraState("v1", "", (), frozenset({"n-dra"}))
+    nodes = [_node("n-dra", {"nvidia.com/gpu.count": "2"}, {}), _node("n-cpu", {}, {})]
+    snap = build_snapshot([], nodes, [], [], [], "team", 0, dra)
+    assert [(n["name"], n["gpu_sharing"], n["gpu_count"]) for n in snap.nodes] == [
+        ("n-dra", "dra", 2)
+    ]
+
+
 def test_snapshot_without_dra_says_it_was_not_listed() -> None:
     snap = build_snapshot([], [], [], [], [], "team", 0)
     assert snap.dra == dra_off("not listed")

@@ -221,6 +221,18 @@ def test_denied_dra_lists_turn_dra_off_and_the_collection_goes_on(
     assert len(snap.nodes) == 1 and len(snap.namespaces) == 2
 
 
+def test_a_dra_list_not_served_turns_dra_off(tmp_path: Path) -> None:
+    api = FakeApi(("v1",))
+    api.faults[f"{GROUP_PATH}/v1/resourceslices"] = [404]
+    for stub in _serve(api):
+        with _source(stub, tmp_path) as kube:
+            snap = kube.snapshot(NOW_TS)
+    assert snap.dra.summary() == (
+        "DRA attribution off: resource.k8s.io/v1 resourceslices: not served"
+    )
+    assert [p["name"] for p in snap.gpu_pods] == ["dp-0"]
+
+
 def test_the_dra_rbac_is_named_in_the_core_rbac() -> None:
     assert DRA_RBAC_NEEDED == (
         "get, list on resourceclaims, resourceslices, deviceclasses (resource.k8s.io)"

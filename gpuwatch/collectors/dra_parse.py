@@ -67,7 +67,13 @@ class DraDevice:
 
 @dataclass(frozen=True)
 class DraState:
-    """What the API server showed of DRA; ``off_reason`` is empty when attribution is on."""
+    """What the API server showed of DRA; ``off_reason`` is empty when attribution is on.
+
+    ``api_version``: the ``resource.k8s.io`` version read (``v1``); ``devices``: the GPU devices
+    claims hold, ordered by claim; ``gpu_nodes``: nodes whose ResourceSlices publish devices of a
+    GPU driver, ``nodes`` what those slices say of each; ``gpu_classes``: DeviceClasses that
+    select a GPU driver's devices.
+    """
 
     api_version: str | None
     off_reason: str

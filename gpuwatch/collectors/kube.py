@@ -5,7 +5,9 @@ Client configuration as kubectl finds it: an explicit kubeconfig, else ``$KUBECO
 ``continue``), read as raw JSON (``_preload_content=False``) and handed to the pure parsers in
 :mod:`gpuwatch.collectors.kube_parse`. Connection errors, 5xx and 429 are retried with
 exponential backoff; 401/403 fail at once naming the RBAC gpuwatch needs. Credentials never
-appear in messages.
+appear in messages. DRA (``resource.k8s.io``) is read after the core lists by
+:mod:`gpuwatch.collectors.kube_dra` through the same lists; it is optional: not served or not
+allowed, it is turned off with a reason and the snapshot goes on.
 
 Every list is bounded: at most ``list_max_pages`` pages and ``list_timeout_s`` of wall time (its
 retries and restarts included), and a continue token the server already gave for that list is an

@@ -255,12 +255,13 @@ def _node_rows(nodes: Iterable[JsonObject], used: set[str], dra: DraState) -> li
         if not (node_has_gpus(node) or name in used or name in dra.gpu_nodes):
             continue
         row = parse_node(node)
-        published = dra.nodes.get(name)
-        if published is not None and not offers_gpu_resources(node):
+        if name in dra.gpu_nodes and not offers_gpu_resources(node):
             row["gpu_sharing"] = DRA
-            row["gpu_count"] = row["gpu_count"] or published.gpu_count
-            row["gpu_model"] = row["gpu_model"] or published.product
-            row["gpu_memory_mib"] = row["gpu_memory_mib"] or published.memory_mib
+            published = dra.nodes.get(name)
+            if published is not None:
+                row["gpu_count"] = row["gpu_count"] or published.gpu_count
+                row["gpu_model"] = row["gpu_model"] or published.product
+                row["gpu_memory_mib"] = row["gpu_memory_mib"] or published.memory_mib
         rows.append(row)
     return rows
 
