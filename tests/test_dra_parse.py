@@ -476,3 +476,16 @@ def test_snapshot_without_dra_says_it_was_not_listed() -> None:
     snap = build_snapshot([], [], [], [], [], "team", 0)
     assert snap.dra == dra_off("not listed")
     assert snap.dra.summary() == "DRA attribution off: not listed"
+
+
+def test_without_dra_a_pod_with_claims_is_not_known_to_hold_no_gpu() -> None:
+    """DRA off (no access, not served): a pod referencing claims may hold GPUs, so it is not
+    among the pods that never hold one; a pod without claims or GPU requests still is."""
+    pods = [
+        _pod("ml", "trainer-0", UID_TRAINER, "dra-h100-0", {}),
+        _pod("ml", "cpu-0", "u-cpu", "cpu-1", {}),
+    ]
+    pods[1]["spec"].pop("resourceClaims")
+    snap = build_snapshot(pods, [], [], [], [], "team", 0, dra_off("forbidden"))
+    assert snap.gpu_pods == []
+    assert snap.non_gpu_pods == {("ml", "cpu-0")}

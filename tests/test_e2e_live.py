@@ -497,6 +497,11 @@ def test_without_access_to_claims_collection_goes_on_and_says_why(
     engine = make_engine(db)
     pods = repository.load_pods(engine)
     assert not pods.empty and pods["allocation"].isna().all()
+    # the GPUs claimed pods hold stay theirs, as pods known from DCGM only (no owner, no claim)
+    costed = _costed((engine, start, end))
+    semantic = costed[costed["pod"].astype(object).str.startswith("semantic-cache-").fillna(False)]
+    assert not semantic.empty and semantic["allocated"].all()
+    assert set(semantic["attribution"].astype(object)) == {"dcgm-only"}
     with engine.connect() as conn:
         detail = conn.execute(
             sa.text("SELECT detail FROM collection_state WHERE source = 'kubernetes'")

@@ -245,6 +245,11 @@ def _claims_of(held: Mapping[tuple[str, str, str], ClaimGpus], pod: JsonObject) 
     return device_class or None, sum(classes.values())
 
 
+def _has_claims(pod: JsonObject) -> bool:
+    """Whether the pod references ResourceClaims (``spec.resourceClaims``)."""
+    return bool((pod.get("spec") or {}).get("resourceClaims"))
+
+
 def _node_rows(nodes: Iterable[JsonObject], used: set[str], dra: DraState) -> list[dict[str, Any]]:
     """Nodes with GPUs, hosting a GPU pod, or publishing GPU devices: those that publish them
     and offer no device-plugin GPU are ``dra`` nodes, their count and model from the slices
@@ -294,7 +299,10 @@ def build_snapshot(
         try:
             claims = _claims_of(held, pod)
             if pod_gpu_request(pod)[0] is None and claims is None:
-                non_gpu.add((namespace, name))
+                # Without DRA, a pod with claims may hold GPUs: not known to hold none, so
+                # the GPUs its DCGM series name stay its (as a pod known from DCGM only).
+                if dra.on or not _has_claims(pod):
+                    non_gpu.add((namespace, name))
                 continue
             owner = top_owner(pod, rs_index, job_index)
             team = team_of(_labels(pod), ns_labels.get(namespace), team_label)
