@@ -31,6 +31,8 @@ from gpuwatch.app.components import filters_to_search, search_with
 from gpuwatch.app.data import DashboardData, Filters
 from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import headline, window_bounds
+from gpuwatch.app.views import options as views_options
+from gpuwatch.app.views import workloads as workloads_view
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.report.weekly import iso_week_bounds
@@ -292,3 +294,20 @@ def test_hostile_names_are_rendered_as_text(hostile_app: Dash) -> None:
             )
         )
     assert any(XSS in text for text in shown)
+
+
+def test_allocation_filter_and_columns_follow_the_modes(app: Dash) -> None:
+    """The demo fleet hands GPUs out every way: the filter offers each mode, a mode narrows the
+    workloads to those holding GPUs that way, and the Data health page checks the claims."""
+    snap = data_source().data.current()
+    opts = views_options(snap, Filters())
+    assert opts.allocations == ["device-plugin", "dra", "mig", "mps", "time-slice"]
+    dra = workloads_view(snap, Filters(allocation="dra"))
+    assert {"embedder-shared", "semantic-cache", "asr-streaming"} <= set(dra["workload"])
+    assert set(dra["allocation"]) == {"dra"}
+    mps = workloads_view(snap, Filters(allocation="mps"))
+    assert set(mps["workload"]) == {"intent-router", "face-blur"}
+    layout = page("workloads").layout(allocation="mps")
+    assert "intent-router" in as_json(layout) and "semantic-cache" not in as_json(layout)
+    health = as_json(page("health").layout())
+    assert "Every device a ResourceClaim holds is attributed to its pods." in health
