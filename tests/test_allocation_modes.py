@@ -8,7 +8,10 @@ from typing import Any
 import pandas as pd
 
 from gpuwatch.analytics.claims import NO_POD, NO_SERIES, NO_UUID, claim_checks
+from gpuwatch.collectors.claims import attribute_claims
 from gpuwatch.collectors.dcgm import page_samples
+from gpuwatch.collectors.dra_parse import DraDevice, DraState
+from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.rows import NodeFacts, unit_sharing
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.domain.labels import LabelVariants
@@ -149,3 +152,36 @@ def test_without_known_replicas_the_device_series_is_dropped() -> None:
         (2, "nb-2"),
         (2, "nb-2"),
     ]
+
+
+def _device(name: str, uuid: str, profile: str | None, *pods: str) -> DraDevice:
+    return DraDevice(
+        "ml", f"claim-{name}", f"uid-{name}", "gpu", "gpu.nvidia.com", "node-a", name, "node-a",
+        uuid, profile, None, None, None, "gpu.nvidia.com",
+        tuple(("ml", pod, f"uid-{pod}") for pod in pods),
+    )  # fmt: skip
+
+
+def test_series_without_pod_labels_are_joined_to_the_claims_pod() -> None:
+    """An exporter without DRA pod mapping: a claimed whole GPU and a claimed MIG instance go
+    to their claims' pods; a device two pods share, and an unclaimed GPU, stay unattributed."""
+    util = [
+        _series("GPU-w", "0.9"),
+        _series("GPU-m", "0.2", GPU_I_ID="3", GPU_I_PROFILE="1g.10gb"),
+        _series("GPU-s", "0.4"),
+        _series("GPU-p", "0.0"),
+    ]
+    page = page_samples({"util_prof": util}, LabelVariants(), 60)
+    dra = DraState("v1", "", (
+        _device("gpu-0", "GPU-w", None, "solo"),
+        _device("gpu-1-mig", "GPU-m", "1g.10gb", "tiny"),
+        _device("gpu-2", "GPU-s", None, "a-0", "b-1"),
+    ))  # fmt: skip
+    snap = KubeSnapshot([], [], [], frozenset(), {}, T0, dra)
+    joined = attribute_claims(page, page.pairs(), snap)
+    frame = joined.to_frame().set_index("uuid")
+    assert frame.loc["GPU-w", "pod"] == "solo"
+    assert frame.loc["GPU-m", "pod"] == "tiny"
+    assert pd.isna(frame.loc["GPU-s", "pod"]) and pd.isna(frame.loc["GPU-p", "pod"])
+    claimed = joined.units.set_index("uuid")["claimed"]
+    assert claimed.to_dict() == {"GPU-m": True, "GPU-p": False, "GPU-s": False, "GPU-w": True}

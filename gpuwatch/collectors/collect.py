@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 from sqlalchemy import Connection, Engine
 
-from gpuwatch.collectors import rows
+from gpuwatch.collectors import claims, rows
 from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.growth import NewUnitLimit, check_new_units
 from gpuwatch.collectors.kube_parse import KubeSnapshot
@@ -119,7 +119,7 @@ def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> No
     writer.upsert(
         conn,
         DraDevice,
-        [{**row, "cluster_id": cluster_id} for row in rows.dra_device_rows(snap)],
+        [{**row, "cluster_id": cluster_id} for row in claims.dra_device_rows(snap)],
         ("cluster_id", "claim_uid", "driver", "pool", "device"),
     )
 
@@ -158,7 +158,7 @@ def _write_page(
         return 0, set(), set(), 0
     frame = rows.resolve_nodes(frame, snap)
     frame = fill_free_slots(frame, rows.slot_replicas(conn, cluster_id))
-    frame = rows.attribute_claims(frame, frame.pairs(), snap)
+    frame = claims.attribute_claims(frame, frame.pairs(), snap)
     pairs = frame.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
     units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
