@@ -11,9 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from gpuwatch.collectors.dra_parse import DraState, dra_off
+from gpuwatch.collectors.dra_parse import DraState, parse_dra
 from gpuwatch.collectors.kube import KubeSource
-from gpuwatch.collectors.kube_dra import NOT_SERVED
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
 from gpuwatch.simulate.apiserver import kubeconfig_for
 from gpuwatch.simulate.exposition import exporter_hostname
@@ -196,8 +195,13 @@ def test_the_collectors_client_reads_the_live_api(
     config = kubeconfig_for(api.url, tmp_path / "kubeconfig")
     with KubeSource(kubeconfig=str(config), page_size=7, retries=0) as source:
         snap = source.snapshot(TS)
-    # the simulated API serves no resource.k8s.io: DRA attribution is off
-    assert snap == _snapshot(kube_objects(fleet, TS, PROD), dra=dra_off(NOT_SERVED))
+    # what the client read, DRA's claims, slices and classes at v1 included, is what was served
+    objects = kube_objects(fleet, TS, PROD)
+    dra = parse_dra(
+        objects["resourceclaims"], objects["resourceslices"], objects["deviceclasses"], "v1"
+    )
+    assert dra.on and len(dra.devices) > 10
+    assert snap == _snapshot(objects, dra=dra)
     assert any(r.query.get("continue") for r in api.requests), "lists were paginated"
 
 

@@ -138,7 +138,7 @@ def _per_holder(params: RuleParams) -> list[Record]:
         Record(NAMESPACE_UTIL_SUM, promql.aggregate("sum", namespace, used)),
         Record(NAMESPACE_COST, promql.aggregate("sum", namespace, _allocated(PRICE))),
         Record(NAMESPACE_IDLE_COST, idle_cost),
-        Record(NODE_UNALLOCATED, promql.aggregate("count", [*params.cluster, "node"], unallocated)),
+        Record(NODE_UNALLOCATED, promql.aggregate("sum", [*params.cluster, "node"], unallocated)),
     ]
 
 
