@@ -50,8 +50,9 @@ def unallocated_while_pending(params: RuleParams, d: AlertDefinition) -> Alert:
         d,
         f"{NODE_UNALLOCATED}\nand on ({cluster}) (\n{promql.indent(pending)}\n)",
         "Node {{ $labels.node }} has free GPUs while GPU pods are Pending.",
-        "Node {{ $labels.node }} has {{ printf \"%.2f\" $value }} GPU(s) that no pod holds (in GPU "
-        "equivalents: a MIG instance counts g/7) while pods requesting GPUs are Pending: check taints, node selectors, affinity and the GPU type or MIG "
+        'Node {{ $labels.node }} has {{ printf "%.2f" $value }} GPU(s) that no pod holds (in '
+        "GPU equivalents: a MIG instance counts g/7) while pods requesting GPUs are Pending: "
+        "check taints, node selectors, affinity and the GPU type or MIG "
         "profile they request.",
     )
 
