@@ -3,11 +3,14 @@ mode and slots, DRA checks, and recommendations written as claim requests."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import Engine
 
 from gpuwatch.analytics.claims import NO_POD, NO_SERIES, NO_UUID, claim_checks
+from gpuwatch.collectors import rows
 from gpuwatch.collectors.claims import attribute_claims
 from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.dra_parse import DraDevice, DraState
@@ -15,6 +18,7 @@ from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.rows import NodeFacts, unit_sharing
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.store import writer
 
 T0 = 1_763_251_200
 CLAIM = {
@@ -185,3 +189,33 @@ def test_series_without_pod_labels_are_joined_to_the_claims_pod() -> None:
     assert pd.isna(frame.loc["GPU-s", "pod"]) and pd.isna(frame.loc["GPU-p", "pod"])
     claimed = joined.units.set_index("uuid")["claimed"]
     assert claimed.to_dict() == {"GPU-m": True, "GPU-p": False, "GPU-s": False, "GPU-w": True}
+
+
+def test_a_gpu_in_mig_mode_without_instances_is_capacity_nobody_can_use(
+    migrated_engine: Engine,
+) -> None:
+    """MIG mode has no DCGM_FI_DEV_GPU_UTIL: a whole GPU seen on a node in MIG mode has no
+    instance, so its readings count as utilization 0 (unallocated capacity at the full price),
+    not as no data. On a node with MIG off, a reading without utilization stays no data."""
+    power = [
+        {"metric": {"UUID": uuid, "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3"},
+         "values": [[T0, "70"], [T0 + 60, "71"]]}
+        for uuid, node in (("GPU-e", "n-mig"), ("GPU-d", "n-off"))
+    ]  # fmt: skip
+    page = page_samples({"power_w": power}, LabelVariants(), 60)
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "c1")
+        seen = {"first_seen_ts": T0, "last_seen_ts": T0}
+        nodes = writer.write_nodes(conn, cluster, [
+            {"name": "n-mig", "mig_config": "all-1g.10gb", **seen},
+            {"name": "n-off", "mig_config": "all-disabled", **seen},
+        ])  # fmt: skip
+        units = rows.gpu_rows(page, page.pairs(), nodes, conn, cluster)
+        ids = writer.write_gpus(conn, cluster, units)
+        empty = rows.empty_mig_gpus(units, conn, cluster)
+        idle = frozenset(ids[(units[n]["uuid"], -1, 0)] for n in empty)
+        columns = rows.sample_columns(page, ids, {}, 60, None, idle)
+    util = dict(zip(columns.gpu_id.tolist(), columns.util_ratio.tolist(), strict=True))
+    assert idle == {ids[("GPU-e", -1, 0)]}
+    assert util[ids[("GPU-e", -1, 0)]] == 0.0
+    assert math.isnan(util[ids[("GPU-d", -1, 0)]])
