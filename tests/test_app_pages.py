@@ -306,7 +306,9 @@ def test_allocation_filter_and_columns_follow_the_modes(app: Dash) -> None:
     assert {"embedder-shared", "semantic-cache", "asr-streaming"} <= set(dra["workload"])
     assert set(dra["allocation"]) == {"dra"}
     mps = workloads_view(snap, Filters(allocation="mps"))
-    assert set(mps["workload"]) == {"intent-router", "face-blur"}
+    assert {"intent-router", "face-blur"} <= set(mps["workload"])
+    assert set(mps["allocation"]) == {"mps"}
+    assert not {"semantic-cache", "embedder-shared"} & set(mps["workload"])
     layout = page("workloads").layout(allocation="mps")
     assert "intent-router" in as_json(layout) and "semantic-cache" not in as_json(layout)
     health = as_json(page("health").layout())
