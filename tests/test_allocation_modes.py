@@ -9,7 +9,10 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine
 
+from gpuwatch.analytics.build import pods_frame, samples_frame
 from gpuwatch.analytics.claims import NO_POD, NO_SERIES, NO_UUID, claim_checks
+from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.summary import summarize
 from gpuwatch.collectors import rows
 from gpuwatch.collectors.claims import attribute_claims
 from gpuwatch.collectors.dcgm import page_samples
@@ -18,6 +21,7 @@ from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.rows import NodeFacts, unit_sharing
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.domain.pricing import build_price_book
 from gpuwatch.store import writer
 
 T0 = 1_763_251_200
@@ -219,3 +223,49 @@ def test_a_gpu_in_mig_mode_without_instances_is_capacity_nobody_can_use(
     assert idle == {ids[("GPU-e", -1, 0)]}
     assert util[ids[("GPU-e", -1, 0)]] == 0.0
     assert math.isnan(util[ids[("GPU-d", -1, 0)]])
+
+
+def test_a_shared_gpu_seen_whole_becomes_its_slots_held_by_nobody() -> None:
+    """No per-pod series (no --kubernetes-virtual-gpus): the GPU's one series names whichever
+    pod won. On a node of 4 MPS replicas the GPU is 4 slots with the GPU's reading, none held,
+    for node-level attribution to share among the node's pods; elsewhere it stays whole."""
+    util = [
+        {"metric": {"UUID": "GPU-m", "Hostname": "n-mps", "modelName": "NVIDIA L4",
+                    "pod": "won-0", "namespace": "lab"}, "values": [[T0, "0.6"]]},
+        {"metric": {"UUID": "GPU-w", "Hostname": "n-plain", "modelName": "NVIDIA L4",
+                    "pod": "solo", "namespace": "lab"}, "values": [[T0, "0.3"]]},
+    ]  # fmt: skip
+    page = page_samples({"util_prof": util}, LabelVariants(), 60, keep_device_slots=True)
+    filled = fill_free_slots(page, {"n-mps": 4})
+    frame = filled.to_frame()
+    got = sorted(
+        (r.uuid, int(r.slot), r.pod if isinstance(r.pod, str) else None, r.util_ratio)
+        for r in frame.itertuples()
+    )
+    assert got == [
+        ("GPU-m", 0, None, 0.6), ("GPU-m", 1, None, 0.6), ("GPU-m", 2, None, 0.6),
+        ("GPU-m", 3, None, 0.6), ("GPU-w", 0, "solo", 0.3),
+    ]  # fmt: skip
+    vgpu = filled.units.set_index(["uuid", "slot"])["vgpu"]
+    assert vgpu[("GPU-m", 0)] and not vgpu[("GPU-w", 0)]
+
+
+def test_pods_on_a_shared_gpu_seen_whole_take_slots_at_node_level() -> None:
+    """Three pods of one slot each on a 4-replica MPS L4 whose slots carry the GPU's reading:
+    each holds a quarter of the GPU, attributed at node level; the fourth slot is free."""
+    samples = samples_frame(
+        [{"gpu_id": slot + 1, "ts": T0 + i * 3600, "step_s": 3600, "util_ratio": 0.6,
+          "node": "n-mps", "gpu_model": "NVIDIA L4", "gpu_uuid": "GPU-m", "slot": slot,
+          "timeslice_replicas": 4, "allocation": "mps"}
+         for slot in range(4) for i in range(2)]
+    )  # fmt: skip
+    pods = pods_frame(
+        [{"pod_id": n, "pod": f"p-{n}", "namespace": "lab", "node": "n-mps", "gpu_count": 1,
+          "started_ts": T0 - 60 + n} for n in (1, 2, 3)]
+    )  # fmt: skip
+    costed = prepare(samples, pods, build_price_book(2.0, 0.6, {}, {}))
+    per_pod = summarize(costed, ["pod"], 0.05).set_index("pod")
+    assert per_pod.loc[["p-1", "p-2", "p-3"], "allocated_gpu_hours"].tolist() == [0.5] * 3
+    assert per_pod["unallocated_gpu_hours"].sum() == 0.5
+    held = costed[costed["allocated"]]
+    assert set(held["attribution"].astype(object)) == {"node"}

@@ -8,12 +8,18 @@ per-pod row at an instant gets a row there, held by nobody: no work (utilization
 used, as the held slots' rows carry the GPU's work) and the device's other readings (memory
 total, power, temperature, XID, copied to every slot as the exporter copies them to each pod's
 series). The device-level rows themselves are then dropped, so nothing is counted twice.
+
+Without ``--kubernetes-virtual-gpus`` DCGM sees such a GPU whole, and its series carries the
+labels of one of the pods on it, whichever won. There, on a node known to share its GPUs, the
+GPU becomes its ``R`` slots, each with the GPU's readings and held by nobody: the pods on the
+node then take slots by node-level attribution (docs/cost-model.md), one slot per replica they
+request, rather than one pod paying for the whole GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -35,6 +41,8 @@ def _free_rows(
     for slot in range(replicas):
         key = (str(uuid), gi, slot)
         held = _unit_index(page.units, key)
+        if held == device:  # a GPU seen whole is its own slot 0: that is not a pod's row
+            held = None
         taken = page.ts[page.unit == held] if held is not None else np.zeros(0, np.int64)
         free = rows[~np.isin(page.ts[rows], taken)]
         if len(free):
@@ -51,53 +59,38 @@ def _unit_index(units: pd.DataFrame, key: tuple[str, int, int]) -> int | None:
     return int(match[0]) if len(match) else None
 
 
-def fill_free_slots(page: PageSamples, replicas_by_node: Mapping[str, int]) -> PageSamples:
-    """``page`` with the unheld slots of its shared GPUs filled from their device-level rows
-    (``DEVICE_SLOT`` units, whose rows are then dropped). A GPU's replicas are its node's
-    (``replicas_by_node``); on a node not known to share its GPUs nothing is filled."""
-    devices = np.flatnonzero(page.units["slot"].to_numpy() == DEVICE_SLOT)
-    if not len(devices):
-        return page
-    series = page.series
-    parts: list[tuple[np.ndarray, list[tuple[str, int, int]], int]] = []
-    for device in devices.tolist():
-        rows = np.flatnonzero(page.unit == device)
-        node = series.at[int(page.source[rows[0]]), "node"]
-        found = _free_rows(page, device, int(replicas_by_node.get(str(node), 0)))
-        if not found:
-            continue
-        # a series of the device's identity that names no pod: the free slots' attribution
-        blank = series.loc[[int(page.source[rows[0]])]].assign(
-            namespace=None, pod=None, container=None
-        )
-        series = pd.concat([series, blank], ignore_index=True)
-        parts.extend((free, [key], len(series) - 1) for key, free in found)
-    return _combined(replace(page, series=series), devices, parts)
+@dataclass(frozen=True)
+class _Part:
+    """Rows of a device unit that become a slot's: ``idle`` when pods' own series carry the
+    GPU's work (the slot is free), else the GPU's readings stand for every slot."""
+
+    rows: np.ndarray
+    key: tuple[str, int, int]
+    source: int
+    idle: bool
 
 
-def _combined(
-    page: PageSamples,
-    devices: np.ndarray,
-    parts: list[tuple[np.ndarray, list[tuple[str, int, int]], int]],
-) -> PageSamples:
+def _combined(page: PageSamples, devices: np.ndarray, parts: list[_Part]) -> PageSamples:
     """The page's rows less the device-level ones, plus each part's rows under its slot."""
     keep = np.flatnonzero(~np.isin(page.unit, devices))
     keys = [tuple(k) for k in page.units[UNIT_KEY].itertuples(index=False, name=None)]
-    rows = [keep] + [free for free, _, _ in parts]
-    unit_keys = [[keys[u] for u in page.unit[keep].tolist()]]
-    unit_keys += [key * len(free) for free, key, _ in parts]
-    sources = [page.source[keep]] + [np.full(len(free), src) for free, _, src in parts]
-    index = np.concatenate(rows)
-    flat = [k for chunk in unit_keys for k in chunk]
+    index = np.concatenate([keep, *(p.rows for p in parts)])
+    flat = [keys[u] for u in page.unit[keep].tolist()]
+    for part in parts:
+        flat += [part.key] * len(part.rows)
     order_keys = sorted(set(flat))
     position = {key: n for n, key in enumerate(order_keys)}
     unit = np.array([position[k] for k in flat], dtype=np.int64)
     order = np.lexsort((page.ts[index], unit))
+    sources = np.concatenate([page.source[keep], *(np.full(len(p.rows), p.source) for p in parts)])
+    idle = np.concatenate(
+        [np.zeros(len(keep), bool), *(np.full(len(p.rows), p.idle) for p in parts)]
+    )
     # slots made here are vgpu slots of their GPU, held by nobody
-    units = pd.DataFrame(order_keys, columns=UNIT_KEY).merge(page.units, on=UNIT_KEY, how="left")
+    known = page.units.drop(index=devices.tolist())
+    units = pd.DataFrame(order_keys, columns=UNIT_KEY).merge(known, on=UNIT_KEY, how="left")
     units = units.fillna({"shared_by": 1, "vgpu": True, "claimed": False})
-    picked = index[order]
-    free = (np.arange(len(index)) >= len(keep))[order]
+    picked, free = index[order], idle[order]
     values = {name: column[picked] for name, column in page.values.items()}
     for name in IDLE_VALUES:  # a slot no pod holds does no work
         values[name] = np.where(free & ~np.isnan(values[name]), 0.0, values[name])
@@ -106,7 +99,54 @@ def _combined(
         units=units.astype(UNIT_DTYPES),
         unit=unit[order],
         ts=page.ts[picked],
-        source=np.concatenate(sources)[order],
+        source=sources[order],
         util_signal=page.util_signal[picked],
         values=values,
     )
+
+
+def _seen_whole(page: PageSamples, replicas_by_node: Mapping[str, int]) -> np.ndarray:
+    """Units that are a whole GPU (no MIG instance, no ``vgpu`` slot, no claim) of a GPU with
+    no per-pod series, on a node known to share its GPUs."""
+    units = page.units
+    sliced = set(units.loc[units["vgpu"].to_numpy(dtype=bool), "uuid"])
+    candidate = (
+        (units["mig_gi_id"].to_numpy() < 0)
+        & (units["slot"].to_numpy() == 0)
+        & ~units["vgpu"].to_numpy(dtype=bool)
+        & ~units["claimed"].to_numpy(dtype=bool)
+        & ~units["uuid"].isin(sliced).to_numpy()
+    )
+    first = pd.Series(np.arange(len(page.unit))).groupby(page.unit).first()
+    nodes = page.series["node"].to_numpy(dtype=object)[page.source[first.to_numpy()]]
+    node_of = dict(zip(first.index.tolist(), nodes.tolist(), strict=True))
+    shared = [replicas_by_node.get(str(node_of.get(u)), 0) > 1 for u in range(len(units))]
+    return np.flatnonzero(candidate & np.asarray(shared, dtype=bool))
+
+
+def fill_free_slots(page: PageSamples, replicas_by_node: Mapping[str, int]) -> PageSamples:
+    """``page`` with every slot of its shared GPUs: the unheld slots of GPUs with per-pod
+    series filled from their device-level rows (``DEVICE_SLOT`` units, whose rows are then
+    dropped), and GPUs seen whole on a node that shares its GPUs split into their slots. A GPU's
+    replicas are its node's (``replicas_by_node``); on a node not known to share its GPUs
+    nothing is filled."""
+    devices = np.flatnonzero(page.units["slot"].to_numpy() == DEVICE_SLOT)
+    whole = _seen_whole(page, replicas_by_node) if len(page.unit) else devices[:0]
+    if not len(devices) and not len(whole):
+        return page
+    series = page.series
+    parts: list[_Part] = []
+    for device in [*devices.tolist(), *whole.tolist()]:
+        rows = np.flatnonzero(page.unit == device)
+        node = series.at[int(page.source[rows[0]]), "node"]
+        found = _free_rows(page, device, int(replicas_by_node.get(str(node), 0)))
+        if not found:
+            continue
+        # a series of the device's identity that names no pod: the slots' attribution
+        blank = series.loc[[int(page.source[rows[0]])]].assign(
+            namespace=None, pod=None, container=None
+        )
+        series = pd.concat([series, blank], ignore_index=True)
+        idle = device in set(devices.tolist())
+        parts.extend(_Part(free, key, len(series) - 1, idle) for key, free in found)
+    return _combined(replace(page, series=series), np.concatenate([devices, whole]), parts)
