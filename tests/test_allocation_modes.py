@@ -214,9 +214,10 @@ def test_a_gpu_in_mig_mode_without_instances_is_capacity_nobody_can_use(
             {"name": "n-mig", "mig_config": "all-1g.10gb", **seen},
             {"name": "n-off", "mig_config": "all-disabled", **seen},
         ])  # fmt: skip
-        units = rows.gpu_rows(page, page.pairs(), nodes, conn, cluster)
+        facts = rows.node_facts(conn, cluster)
+        units = rows.gpu_rows(page, page.pairs(), nodes, facts)
         ids = writer.write_gpus(conn, cluster, units)
-        empty = rows.empty_mig_gpus(units, conn, cluster)
+        empty = rows.empty_mig_gpus(units, facts)
         idle = frozenset(ids[(units[n]["uuid"], -1, 0)] for n in empty)
         columns = rows.sample_columns(page, ids, {}, 60, None, idle)
     util = dict(zip(columns.gpu_id.tolist(), columns.util_ratio.tolist(), strict=True))

@@ -51,17 +51,22 @@ def attribute_claims(
     page: PageSamples, pairs: pd.DataFrame, snap: KubeSnapshot | None
 ) -> PageSamples:
     """Series without pod labels on a device a ResourceClaim holds (an exporter without DRA
-    pod mapping) are attributed to the claim's pod, joined by GPU UUID (and MIG profile)."""
+    pod mapping) are attributed to the claim's pod, joined by GPU UUID (and MIG profile).
+    The same ``page`` when nothing changes (its :meth:`~PageSamples.pairs` still hold)."""
     if snap is None or not snap.dra.devices:
         return page
     holders = _claim_holders(snap)
-    series, units = page.series.copy(), page.units.copy()
+    found = []
     columns = ["unit", "source", "uuid", "mig_gi_id", "mig_profile", "pod"]
     for unit, source, uuid, gi, profile, pod in pairs[columns].itertuples(index=False):
         key = (str(uuid), profile if int(gi) >= 0 and isinstance(profile, str) else None)
         holder = holders.get(key)
-        if isinstance(pod, str) or holder is None:
-            continue
+        if not isinstance(pod, str) and holder is not None:
+            found.append((unit, source, holder))
+    if not found:
+        return page
+    series, units = page.series.copy(), page.units.copy()
+    for unit, source, holder in found:
         series.loc[source, ["namespace", "pod"]] = holder
         units.loc[unit, "claimed"] = True
     return replace(page, series=series, units=units)

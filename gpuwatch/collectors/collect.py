@@ -158,10 +158,13 @@ def _write_page(
         return 0, set(), set(), 0
     frame = rows.resolve_nodes(frame, snap)
     frame = fill_free_slots(frame, rows.slot_replicas(conn, cluster_id))
-    frame = claims.attribute_claims(frame, frame.pairs(), snap)
     pairs = frame.pairs()
+    claimed = claims.attribute_claims(frame, pairs, snap)
+    if claimed is not frame:  # series joined to claims' pods: their pairs name the pods
+        frame, pairs = claimed, claimed.pairs()
     node_ids = writer.write_nodes(conn, cluster_id, rows.dcgm_node_rows(conn, cluster_id, pairs))
-    units = rows.gpu_rows(frame, pairs, node_ids, conn, cluster_id)
+    facts = rows.node_facts(conn, cluster_id)
+    units = rows.gpu_rows(frame, pairs, node_ids, facts)
     if guard is not None:
         known = writer.gpu_keys(conn, cluster_id)
         page_keys = {tuple(unit[name] for name in writer.GPU_KEY) for unit in units}
@@ -169,10 +172,10 @@ def _write_page(
     gpu_ids = writer.write_gpus(conn, cluster_id, units)
     # Samples without a framebuffer reading of their own get the nominal size, never a total
     # another sample of the page read: what is stored must not depend on the page.
-    nominal = rows.nominal_memory(units, conn, cluster_id)
+    nominal = rows.nominal_memory(units, facts)
     memory = {gpu_ids[key]: value for key, value in nominal.items()}
     pod_map = rows.pod_ids(conn, cluster_id, frame, pairs, snap)
-    empty = rows.empty_mig_gpus(units, conn, cluster_id)
+    empty = rows.empty_mig_gpus(units, facts)
     idle = frozenset(gpu_ids[tuple(units[n][k] for k in writer.GPU_KEY)] for n in empty)
     columns = rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory, idle)
     samples = writer.unique_samples(columns)

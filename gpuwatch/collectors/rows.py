@@ -96,7 +96,7 @@ class NodeFacts(NamedTuple):
     mig_enabled: bool = False
 
 
-def _node_facts(conn: Connection, cluster_id: int) -> dict[int, NodeFacts]:
+def node_facts(conn: Connection, cluster_id: int) -> dict[int, NodeFacts]:
     """Per node id: time-slice/MPS replicas, GPU memory (MiB), how it hands out GPUs, and
     whether MIG mode is on."""
     t = table_of(Node)
@@ -123,10 +123,10 @@ def slot_replicas(conn: Connection, cluster_id: int) -> dict[str, int]:
     return {str(name): int(replicas) for name, replicas in conn.execute(stmt)}
 
 
-def empty_mig_gpus(units: list[dict[str, Any]], conn: Connection, cluster_id: int) -> set[int]:
-    """Positions in ``units`` (rows of :func:`gpu_rows`) of whole GPUs on nodes in MIG mode: a
-    GPU seen whole there has no MIG instance, so nothing can run on it."""
-    facts = _node_facts(conn, cluster_id)
+def empty_mig_gpus(units: list[dict[str, Any]], facts: Mapping[int, NodeFacts]) -> set[int]:
+    """Positions in ``units`` (rows of :func:`gpu_rows`) of whole GPUs on nodes in MIG mode
+    (``facts``: :func:`node_facts`): a GPU seen whole there has no MIG instance, so nothing can
+    run on it."""
     on = {node for node, fact in facts.items() if fact.mig_enabled}
     return {n for n, u in enumerate(units) if int(u["mig_gi_id"]) < 0 and u["node_id"] in on}
 
@@ -186,11 +186,10 @@ def gpu_rows(
     page: PageSamples,
     pairs: pd.DataFrame,
     node_ids: Mapping[str, int],
-    conn: Connection,
-    cluster_id: int,
+    facts: Mapping[int, NodeFacts],
 ) -> list[dict[str, Any]]:
-    """One row per GPU unit of the page; memory total from DCGM, else the node, else the model."""
-    facts = _node_facts(conn, cluster_id)
+    """One row per GPU unit of the page (``facts``: :func:`node_facts` by node id); memory total
+    from DCGM, else the node, else the model."""
     out: list[dict[str, Any]] = []
     for unit in _unit_facts(page, pairs).to_dict("records"):
         gi = int(unit["mig_gi_id"])
@@ -232,10 +231,9 @@ def nominal_memory_mib(gi: int, node_memory: float | None, model: object) -> flo
 
 
 def nominal_memory(
-    units: list[dict[str, Any]], conn: Connection, cluster_id: int
+    units: list[dict[str, Any]], facts: Mapping[int, NodeFacts]
 ) -> dict[tuple[Any, ...], float | None]:
     """Per unit key (uuid, GPU instance, slot) of ``gpu_rows``: :func:`nominal_memory_mib`."""
-    facts = _node_facts(conn, cluster_id)
     return {
         (u["uuid"], u["mig_gi_id"], u["slot"]): nominal_memory_mib(
             int(u["mig_gi_id"]),

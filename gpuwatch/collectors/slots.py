@@ -117,11 +117,13 @@ def _seen_whole(page: PageSamples, replicas_by_node: Mapping[str, int]) -> np.nd
         & ~units["claimed"].to_numpy(dtype=bool)
         & ~units["uuid"].isin(sliced).to_numpy()
     )
-    first = pd.Series(np.arange(len(page.unit))).groupby(page.unit).first()
-    nodes = page.series["node"].to_numpy(dtype=object)[page.source[first.to_numpy()]]
-    node_of = dict(zip(first.index.tolist(), nodes.tolist(), strict=True))
-    shared = [replicas_by_node.get(str(node_of.get(u)), 0) > 1 for u in range(len(units))]
-    return np.flatnonzero(candidate & np.asarray(shared, dtype=bool))
+    # rows are sorted by unit: each unit's first row names its node
+    first = np.searchsorted(page.unit, np.arange(len(units)))
+    present = first < len(page.unit)
+    nodes = page.series["node"].to_numpy(dtype=object)[page.source[first[present]]]
+    shared = np.zeros(len(units), dtype=bool)
+    shared[present] = [replicas_by_node.get(str(node), 0) > 1 for node in nodes.tolist()]
+    return np.flatnonzero(candidate & shared)
 
 
 def fill_free_slots(page: PageSamples, replicas_by_node: Mapping[str, int]) -> PageSamples:
@@ -131,7 +133,9 @@ def fill_free_slots(page: PageSamples, replicas_by_node: Mapping[str, int]) -> P
     replicas are its node's (``replicas_by_node``); on a node not known to share its GPUs
     nothing is filled."""
     devices = np.flatnonzero(page.units["slot"].to_numpy() == DEVICE_SLOT)
-    whole = _seen_whole(page, replicas_by_node) if len(page.unit) else devices[:0]
+    whole = (
+        _seen_whole(page, replicas_by_node) if replicas_by_node and len(page.unit) else devices[:0]
+    )
     if not len(devices) and not len(whole):
         return page
     series = page.series

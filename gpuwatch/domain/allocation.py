@@ -57,12 +57,6 @@ def unit_mode(sharing: object, mig_profile: object, replicas: object) -> str:
     return TIME_SLICE if _count(replicas) > 1 else DEVICE_PLUGIN
 
 
-def sample_mode(unit: str, pod_allocation: object) -> str:
-    """The mode of a held sample: ``dra`` when the pod holds its GPUs through claims (whatever
-    the node's device plugin says), else the unit's."""
-    return DRA if pod_allocation == DRA else unit
-
-
 def joined(modes: Iterable[str]) -> str:
     """Several modes as the CSV writes them: distinct, sorted, ``+``-joined."""
     return "+".join(sorted({m for m in modes if m}))
