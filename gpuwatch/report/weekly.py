@@ -131,7 +131,8 @@ def _summed(rows: pd.DataFrame, keys: list[str], threshold: float) -> pd.DataFra
 
 def allocation_modes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per group of ``keys``: how its GPUs were held (the samples' ``allocation``: contract
-    section 7), distinct modes ``+``-joined and sorted."""
+    section 7), distinct modes ``+``-joined and sorted. Workload rows take theirs from
+    :func:`~gpuwatch.analytics.workloads.workload_stats`; this serves the ``__idle__`` rows."""
     frame = as_text(rows[keys].reset_index(drop=True), keys)
     frame["allocation"] = rows["allocation"].astype(object).to_numpy()
     frame = frame.drop_duplicates().sort_values([*keys, "allocation"], kind="stable")
@@ -162,9 +163,8 @@ def _workload_rows(
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = build_context(policy, price_book, context["nodes"], pods)
     best = _best_recommendation(recommend_from_stats(stats, ctx, context["data_hours"]))
-    facts = stats[[*_SORT_KEYS, "team", "gpus_requested"]]
+    facts = stats[[*_SORT_KEYS, "team", "gpus_requested", "allocation"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
-    out = out.merge(allocation_modes(held, _SORT_KEYS), on=_SORT_KEYS, how="left")
     out["recommendation"] = out["recommendation"].fillna("")
     out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
     return out
