@@ -27,6 +27,7 @@ EXPECTED_TABLES = {
     "clusters",
     "collection_state",
     "dra_devices",
+    "gpu_health_hourly",
     "gpu_samples",
     "gpu_samples_hourly",
     "gpus",

@@ -23,9 +23,23 @@ class FieldQuery:
     #: total of a GPU unit is a constant of its hardware and MIG profile, and reading its three
     #: parts every step tripled what Prometheus evaluates and sends for one number.
     capacity: bool = False
-    #: Only non-zero readings are asked for (``... != 0``): the field is an event code, 0 on
-    #: nearly every GPU at nearly every step, and a missing reading reads as 0 downstream.
+    #: Only non-zero readings are asked for (``... != 0``): the field is an event code or an
+    #: error count, 0 on nearly every GPU at nearly every step; a missing reading is no event.
     nonzero_only: bool = False
+    #: More metrics read into the same field: alternatives (``combine="or"``: the first present
+    #: wins, as when a metric was renamed) or parts added together (``combine="sum"``: any
+    #: number of ``last_over_time`` readings, else two parts, each counted where the other is
+    #: absent).
+    also: tuple[str, ...] = ()
+    combine: str = "or"
+    #: A counter: the stored value is its increase over the step, ``last - last one step
+    #: earlier``, or the last reading where the counter went down (it was reset). The first
+    #: step a series is seen has no increase (no data, never 0).
+    counter: bool = False
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return (self.metric, *self.also)
 
 
 #: Stored fields, the DCGM metric behind each, how a step's raw samples are reduced, and the unit.
@@ -40,6 +54,85 @@ FIELDS: tuple[FieldQuery, ...] = (
     FieldQuery("temp_c", "DCGM_FI_DEV_GPU_TEMP", "max_over_time", "degrees Celsius"),
     FieldQuery(
         "xid", "DCGM_FI_DEV_XID_ERRORS", "max_over_time", "last XID code", nonzero_only=True
+    ),
+    # Efficiency (profiling fields; absent on GPUs without profiling support: no data).
+    FieldQuery("sm_active_ratio", "DCGM_FI_PROF_SM_ACTIVE", "avg_over_time", "ratio 0-1"),
+    FieldQuery("sm_occupancy_ratio", "DCGM_FI_PROF_SM_OCCUPANCY", "avg_over_time", "ratio 0-1"),
+    FieldQuery(
+        "tensor_active_ratio", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "avg_over_time", "ratio 0-1"
+    ),
+    FieldQuery("dram_active_ratio", "DCGM_FI_PROF_DRAM_ACTIVE", "avg_over_time", "ratio 0-1"),
+    FieldQuery("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", "avg_over_time", "MHz"),
+    FieldQuery(
+        "pcie_bytes_per_s",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "avg_over_time",
+        "bytes per second, TX + RX",
+        also=("DCGM_FI_PROF_PCIE_RX_BYTES",),
+        combine="sum",
+    ),
+    FieldQuery(
+        "nvlink_bytes_per_s",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "avg_over_time",
+        "bytes per second, TX + RX",
+        also=("DCGM_FI_PROF_NVLINK_RX_BYTES",),
+        combine="sum",
+    ),
+    # Health.
+    FieldQuery(
+        "clock_events",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "last_over_time",
+        "bitmask (gpuwatch.domain.health.CLOCK_EVENT_BITS)",
+        also=("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",),
+    ),
+    FieldQuery(
+        "ecc_sbe_count",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "last_over_time",
+        "correctable ECC errors in the step",
+        nonzero_only=True,
+        also=("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
+        counter=True,
+    ),
+    FieldQuery(
+        "ecc_dbe_count",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "last_over_time",
+        "uncorrectable ECC errors in the step",
+        nonzero_only=True,
+        also=("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
+        counter=True,
+    ),
+    FieldQuery(
+        "pcie_replay_count",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "last_over_time",
+        "PCIe replays in the step",
+        nonzero_only=True,
+        counter=True,
+    ),
+    FieldQuery(
+        "nvlink_error_count",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "last_over_time",
+        "NVLink CRC, replay and recovery errors in the step",
+        nonzero_only=True,
+        also=(
+            "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+            "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        ),
+        combine="sum",
+        counter=True,
+    ),
+    FieldQuery(
+        "row_remap_failure",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "max_over_time",
+        "1 when row remapping failed",
+        nonzero_only=True,
     ),
 )
 #: The capacity grid's step, in seconds, where the collection step is shorter.
@@ -70,19 +163,65 @@ class Catalogue:
             parts.append(f"{self.cluster_label}={_quote(self.cluster)}")
         return f"{metric}{{{','.join(parts)}}}" if parts else metric
 
+    def selector_any(self, metrics: tuple[str, ...]) -> str:
+        """One selector of several metric names (``{__name__=~"A|B",matchers}``).
+
+        >>> Catalogue(("job=\\"dcgm\\"",)).selector_any(("A", "B"))
+        '{__name__=~"A|B",job="dcgm"}'
+        """
+        if len(metrics) == 1:
+            return self.selector(metrics[0])
+        parts = [f"__name__=~{_quote('|'.join(metrics))}", *self.matchers]
+        if self.cluster_label:
+            parts.append(f"{self.cluster_label}={_quote(self.cluster)}")
+        return "{" + ",".join(parts) + "}"
+
+    def _reading(self, query: FieldQuery, window: str, offset: str = "") -> str:
+        """The field's reading over a range ``window`` (``59999ms``), ``offset`` earlier."""
+        back = f" offset {offset}" if offset else ""
+        if query.combine == "sum" and query.also:
+            if query.over_time == "last_over_time":  # keeps the metric name: no clash
+                inner = f"{query.over_time}({self.selector_any(query.metrics)}[{window}]{back})"
+                return f"sum without () ({inner})"
+            first, second = (
+                f"{query.over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics
+            )
+            return f"({first} + {second}) or {first} or {second}"
+        readings = [f"{query.over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics]
+        return " or ".join(readings)
+
     def window_query(self, query: FieldQuery, step_s: int) -> str:
         """The query evaluated at each grid instant ``t``: samples in ``(t - step, t]`` only.
 
         The window is one millisecond short of ``step`` so that a sample scraped exactly on a grid
-        instant belongs to that instant alone.
+        instant belongs to that instant alone. A counter's value is its increase since the
+        previous grid instant (``(now - before) >= 0``, or ``now`` where it went down: a reset).
 
         >>> Catalogue().window_query(FIELDS[0], 60)
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms])'
-        >>> Catalogue().window_query(FIELDS[-1], 60)
+        >>> Catalogue().window_query(FIELDS[8], 60)
         'max_over_time(DCGM_FI_DEV_XID_ERRORS[59999ms]) != 0'
+        >>> by_name = {q.field: q for q in FIELDS}
+        >>> Catalogue().window_query(by_name["clock_events"], 60)  # doctest: +NORMALIZE_WHITESPACE
+        'last_over_time(DCGM_FI_DEV_CLOCKS_EVENT_REASONS[59999ms])
+         or last_over_time(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS[59999ms])'
+        >>> Catalogue().window_query(FieldQuery("n", "C", "last_over_time", "1", counter=True), 60)
+        '(last_over_time(C[59999ms]) - last_over_time(C[59999ms] offset 60s)) >= 0 or \
+last_over_time(C[59999ms]) < last_over_time(C[59999ms] offset 60s)'
         """
-        promql = f"{query.over_time}({self.selector(query.metric)}[{step_s * 1000 - 1}ms])"
-        return f"{promql} != 0" if query.nonzero_only else promql
+        window = f"{step_s * 1000 - 1}ms"
+        if query.counter:
+            now = (
+                f"({self._reading(query, window)})" if query.also else self._reading(query, window)
+            )
+            before_text = self._reading(query, window, f"{step_s}s")
+            before = f"({before_text})" if query.also else before_text
+            promql = f"({now} - {before}) >= 0 or {now} < {before}"
+            return f"({promql}) != 0" if query.nonzero_only else promql
+        promql = self._reading(query, window)
+        if query.nonzero_only:
+            return f"({promql}) != 0" if len(query.metrics) > 1 else f"{promql} != 0"
+        return promql
 
     def series_count_query(self, span_s: int) -> str:
         """How many DCGM series read every step have a reading in the last ``span_s``, one per

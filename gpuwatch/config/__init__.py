@@ -19,6 +19,7 @@ from gpuwatch.config.sections import (
     AlertSettings,
     DashboardSettings,
     Duration,
+    HealthSettings,
     KubernetesSettings,
     LabelName,
     LabelSchema,
@@ -88,6 +89,7 @@ class Settings(BaseSettings):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     labels: TeamLabels = Field(default_factory=TeamLabels)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     pricing: PricingSettings = Field(default_factory=PricingSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)

@@ -23,6 +23,7 @@ from pydantic import (
 
 from gpuwatch.domain import thresholds as defaults
 from gpuwatch.domain.durations import DAY_S, format_duration, parse_duration
+from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.pricing import DEFAULT_SPOT_DISCOUNT, DEFAULT_USD_PER_GPU_HOUR
 
@@ -164,6 +165,21 @@ class Thresholds(_Section):
     low_efficiency_pct: float = Field(default=defaults.LOW_EFFICIENCY_PCT, ge=0, le=100)
     memory_full_pct: float = Field(default=defaults.MEMORY_FULL_PCT, gt=0, le=100)
     temperature_c: float = Field(default=defaults.TEMPERATURE_C, gt=0, le=150)
+
+
+_HEALTH = HealthPolicy()
+
+
+class HealthSettings(_Section):
+    """When a GPU counts as degraded (:class:`gpuwatch.domain.health.HealthPolicy`)."""
+
+    throttle_degraded_pct: float = Field(default=_HEALTH.throttle_degraded_pct, gt=0, le=100)
+    sbe_burst_per_hour: int = Field(default=_HEALTH.sbe_burst_per_hour, ge=1)
+    pcie_replays_per_hour: int = Field(default=_HEALTH.pcie_replays_per_hour, ge=1)
+    nvlink_errors_per_hour: int = Field(default=_HEALTH.nvlink_errors_per_hour, ge=1)
+
+    def policy(self) -> HealthPolicy:
+        return HealthPolicy(**self.model_dump())
 
 
 class ModelPrice(_Section):

@@ -71,6 +71,58 @@ HOURLY_SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("samples", "int64", "raw samples the row stands for"),
 )
 
+#: The identity columns of a sample row (its GPU unit's and pod's facts, its instant).
+_READINGS = ("util_ratio", "util_signal", "fb_used_mib", "fb_total_mib", "power_w", "temp_c", "xid")
+_IDENTITY = tuple(c for c in SAMPLE_COLUMNS if c.name not in _READINGS)
+
+
+def _seconds(name: str, doc: str) -> Column:
+    return Column(name, "float64", doc)
+
+
+#: The hourly health and efficiency roll-up (``gpu_health_hourly``, docs/storage.md#health),
+#: one row per (hour, GPU unit, pod) with any reading: ``ts`` is the hour and ``step_s`` the
+#: row's seconds with samples (as ``data_s``). Seconds are sums; a ratio's mean over rows is
+#: Σ ``*_active_s`` ÷ Σ ``*_data_s`` (0 data seconds: no data). Counts are <NA> where no
+#: increase was reported.
+HEALTH_COLUMNS: tuple[Column, ...] = (
+    *_IDENTITY,
+    _seconds("data_s", "seconds with any reading (Σ step)"),
+    Column("first_ts", "int64", "first sample instant of the row"),
+    Column("last_ts", "int64", "last sample instant of the row"),
+    _seconds("util_s", "Σ utilization ratio (engine busy, 0-1) × step"),
+    _seconds("util_data_s", "seconds with a utilization reading"),
+    _seconds("sm_active_s", "Σ SM active ratio × step"),
+    _seconds("sm_data_s", "seconds with an SM active reading"),
+    _seconds("sm_occupancy_s", "Σ SM occupancy ratio × step"),
+    _seconds("sm_occupancy_data_s", "seconds with an SM occupancy reading"),
+    _seconds("tensor_active_s", "Σ tensor pipe active ratio × step"),
+    _seconds("tensor_data_s", "seconds with a tensor active reading"),
+    _seconds("dram_active_s", "Σ DRAM active ratio × step"),
+    _seconds("dram_data_s", "seconds with a DRAM active reading"),
+    _seconds("busy_sm_data_s", "busy seconds (util ≥ BUSY_UTIL_RATIO) with an SM reading"),
+    _seconds("busy_low_sm_s", "busy seconds with SM active < LOW_SM_ACTIVE_RATIO"),
+    _seconds("busy_tensor_data_s", "busy seconds with a tensor reading"),
+    _seconds("busy_no_tensor_s", "busy seconds with tensor active < NO_TENSOR_RATIO"),
+    _seconds("clock_data_s", "seconds with a clock-event reading"),
+    _seconds("throttled_s", "seconds with a thermal, power-cap or HW-slowdown clock event"),
+    _seconds("thermal_s", "seconds with a thermal clock event"),
+    _seconds("power_cap_s", "seconds with a power-cap clock event"),
+    _seconds("hw_slowdown_s", "seconds with a HW-slowdown clock event"),
+    Column("sm_clock_mhz", "float64", "mean SM clock, MHz, NaN without readings"),
+    Column("pcie_bytes_per_s", "float64", "mean PCIe TX + RX bytes per second, NaN without"),
+    Column("nvlink_bytes_per_s", "float64", "mean NVLink TX + RX bytes per second, NaN without"),
+    Column("ecc_sbe", "Int64", "correctable ECC errors in the hour, <NA>: none reported"),
+    Column("ecc_dbe", "Int64", "uncorrectable ECC errors in the hour, <NA>: none reported"),
+    Column("pcie_replays", "Int64", "PCIe replays in the hour, <NA>: none reported"),
+    Column("nvlink_errors", "Int64", "NVLink CRC/replay/recovery errors, <NA>: none reported"),
+    Column("row_remap_failure", "Int64", "1 when a row-remap failure was reported"),
+    Column("fail_first_ts", "Int64", "first instant of a failing event in the hour"),
+    Column("fail_xid", "Int64", "highest XID of FAILING_XIDS in the hour"),
+    Column("app_xid", "Int64", "highest XID of APP_XIDS in the hour"),
+    Column("other_xid", "Int64", "highest XID the catalogue does not list"),
+)
+
 #: One row per GPU unit known in the window (for capacity and coverage).
 GPU_COLUMNS: tuple[Column, ...] = (
     Column("cluster", "string", "cluster name"),

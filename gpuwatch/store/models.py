@@ -41,6 +41,24 @@ NAMING_CONVENTION = {
 UTIL_SIGNAL_PROF = 1  # DCGM_FI_PROF_GR_ENGINE_ACTIVE, ratio 0-1
 UTIL_SIGNAL_DEV = 2  # DCGM_FI_DEV_GPU_UTIL / 100
 UTIL_SIGNALS = {UTIL_SIGNAL_PROF: "prof_gr_engine_active", UTIL_SIGNAL_DEV: "dev_gpu_util"}
+#: ``gpu_samples`` efficiency and health readings (0006), NULL where not exported: the
+#: profiling ratios and clocks are step means, ``clock_events`` the step's last bitmask, the
+#: ``*_count`` fields counter increases over the step (NULL: no increase reported).
+HEALTH_SAMPLE_FIELDS = (
+    "sm_active_ratio",
+    "sm_occupancy_ratio",
+    "tensor_active_ratio",
+    "dram_active_ratio",
+    "sm_clock_mhz",
+    "pcie_bytes_per_s",
+    "nvlink_bytes_per_s",
+    "clock_events",
+    "ecc_sbe_count",
+    "ecc_dbe_count",
+    "pcie_replay_count",
+    "nvlink_error_count",
+    "row_remap_failure",
+)
 #: ``gpu_samples`` columns in the order bulk readers and writers exchange rows.
 SAMPLE_FIELDS = (
     "gpu_id",
@@ -54,6 +72,7 @@ SAMPLE_FIELDS = (
     "power_w",
     "temp_c",
     "xid",
+    *HEALTH_SAMPLE_FIELDS,
 )
 
 
@@ -231,6 +250,20 @@ class GpuSample(Base):
     power_w: Mapped[float | None] = mapped_column(Float)
     temp_c: Mapped[float | None] = mapped_column(Float)
     xid: Mapped[int | None] = mapped_column(Integer)
+    # Efficiency and health (0006): NULL where the exporter does not provide the field.
+    sm_active_ratio: Mapped[float | None] = mapped_column(Float)
+    sm_occupancy_ratio: Mapped[float | None] = mapped_column(Float)
+    tensor_active_ratio: Mapped[float | None] = mapped_column(Float)
+    dram_active_ratio: Mapped[float | None] = mapped_column(Float)
+    sm_clock_mhz: Mapped[float | None] = mapped_column(Float)
+    pcie_bytes_per_s: Mapped[float | None] = mapped_column(Float)
+    nvlink_bytes_per_s: Mapped[float | None] = mapped_column(Float)
+    clock_events: Mapped[int | None] = mapped_column(Integer)
+    ecc_sbe_count: Mapped[int | None] = mapped_column(Integer)
+    ecc_dbe_count: Mapped[int | None] = mapped_column(Integer)
+    pcie_replay_count: Mapped[int | None] = mapped_column(Integer)
+    nvlink_error_count: Mapped[int | None] = mapped_column(Integer)
+    row_remap_failure: Mapped[int | None] = mapped_column(SmallInteger)
 
 
 class CollectionState(Base):
@@ -339,3 +372,8 @@ class RollupState(Base):
     idle_util_pct: Mapped[float] = mapped_column(Float)
     updated_ts: Mapped[int] = mapped_column(BigInteger)
     raw_kept_from_ts: Mapped[int | None] = mapped_column(BigInteger)
+
+
+# The health roll-up's table lives in its own module; importing it here registers it on
+# ``Base.metadata`` wherever the models are loaded.
+from gpuwatch.store import models_health as models_health  # noqa: E402, PLC0414
