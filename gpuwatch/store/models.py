@@ -72,7 +72,6 @@ SAMPLE_FIELDS = (
     "power_w",
     "temp_c",
     "xid",
-    *HEALTH_SAMPLE_FIELDS,
 )
 
 
