@@ -13,11 +13,14 @@ import pytest
 import yaml
 
 from gpuwatch.alerts import promql
+from gpuwatch.alerts.definitions import alert_table
+from gpuwatch.alerts.evaluate import evaluate_core
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.render import PLAIN_FILE, render_rules, rule_params_from_settings, write_rules
 from gpuwatch.config import ConfigError, load_settings
 from gpuwatch.domain.health import FAILING_XIDS, XID_CATALOGUE, HealthPolicy
 from tests.support.binaries import require_binary
+from tests.support.promtool_fixture import stored_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTH_CONFIG = {
@@ -232,3 +235,29 @@ def test_non_default_health_render_behaves(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- the store's evaluation -------------------------------------------------------------------
+
+
+def test_store_reads_hardware_xids_only_and_keeps_the_highest() -> None:
+    """An application XID above a hardware one (109 after 48) is GPUXidError's value, not
+    GPUXidHardwareError's; a GPU with only application XIDs is not failing."""
+    labels = 'UUID="GPU-{n}", Hostname="node-a", namespace="ml", pod="p-{n}"'
+    case = {
+        "interval": "1m",
+        "input_series": [
+            {"series": f"DCGM_FI_DEV_XID_ERRORS{{{labels.format(n=1)}}}", "values": "0 48 109 0x5"},
+            {"series": f"DCGM_FI_DEV_XID_ERRORS{{{labels.format(n=2)}}}", "values": "0 13 43 0x5"},
+        ],
+    }
+    samples, gpus = stored_samples(case)
+    table = alert_table(RuleParams())
+    found = {e.definition.name: e for e in evaluate_core(samples, table, 5 * 60)}
+
+    def codes(name: str) -> list[tuple[str, float]]:
+        firing = found[name].firing
+        return [(gpus[int(row.gpu_id)], float(row.xid)) for row in firing.itertuples()]
+
+    assert codes("GPUXidHardwareError") == [("GPU-1", 48.0)]
+    assert codes("GPUXidError") == [("GPU-1", 109.0), ("GPU-2", 43.0)]
