@@ -47,15 +47,20 @@ def _physical_gpu(expr: str) -> str:
     return promql.replace(expr, "gpu", "$1", "gpu", "([^/]*)/.*")
 
 
-def _xid_codes(codes: tuple[int, ...] | list[int], d: AlertDefinition) -> str:
-    """The XID series of ``codes`` seen in the window (one per GPU, holder and code)."""
-    regex = "|".join(str(code) for code in sorted(codes))
-    selector = promql.selector(XID_INFO, (), (f"{XID_LABEL}=~{promql.string(regex)}",))
-    return f"max_over_time({selector}[{d.timing.window}])"
+def xids_seen(codes: tuple[int, ...], window: str, extra: tuple[str, ...] = ()) -> str:
+    """The XID series of ``codes`` seen in the window (one per GPU, holder and code);
+    ``extra``: more matchers (the dashboards' template variables)."""
+    if len(codes) == 1:
+        matcher = f'{XID_LABEL}="{codes[0]}"'
+    else:
+        regex = "|".join(str(code) for code in sorted(codes))
+        matcher = f"{XID_LABEL}=~{promql.string(regex)}"
+    return f"max_over_time({promql.selector(XID_INFO, (), (*extra, matcher))}[{window}])"
 
 
-def xid_hardware_condition(d: AlertDefinition) -> str:
-    return f"{_xid_codes(FAILING_XIDS, d)} > {promql.number(d.threshold)}"
+def xid_hardware_condition(d: AlertDefinition, extra: tuple[str, ...] = ()) -> str:
+    seen = xids_seen(FAILING_XIDS, d.timing.window, extra)
+    return f"{seen} > {promql.number(d.threshold)}"
 
 
 def ecc_dbe_condition(d: AlertDefinition) -> str:
@@ -127,12 +132,14 @@ def pcie_replays(params: RuleParams, d: AlertDefinition) -> Alert:
     )
 
 
-def allocated_and_failing(params: RuleParams, t: AlertTable) -> Alert:
+def allocated_and_failing_expr(
+    params: RuleParams, t: AlertTable, extra: tuple[str, ...] = ()
+) -> str:
     """A pod holds a unit (the GPU or one of its MIG instances) of a GPU that is failing: a
     double-bit ECC error, a row-remap failure or a hardware XID on any of its units, each read
-    as its own alert reads it. One alert per holder and reason."""
+    as its own alert reads it. One series per holder and reason; ``extra`` filters holders."""
     gpu = promql.by([*params.cluster, GPU_UUID])
-    holder = promql.selector(UTIL, (), ALLOCATED)
+    holder = promql.selector(UTIL, (), (*extra, *ALLOCATED))
     reasons = (
         ("ecc_dbe", ecc_dbe_condition(t.ecc_double_bit_error)),
         ("row_remap_failure", row_remap_condition(t.row_remap_failure)),
@@ -143,9 +150,13 @@ def allocated_and_failing(params: RuleParams, t: AlertTable) -> Alert:
         f"and on ({gpu})\n{_with_gpu_uuid(condition)}"
         for reason, condition in reasons
     ]
+    return "\nor\n".join(terms)
+
+
+def allocated_and_failing(params: RuleParams, t: AlertTable) -> Alert:
     return Alert(
         t.allocated_and_failing,
-        "\nor\n".join(terms),
+        allocated_and_failing_expr(params, t),
         f"Pod {HOLDER_TEXT} holds a failing GPU.",
         f"Pod {HOLDER_TEXT} holds {GPU_TEXT}, which is failing "
         "({{ $labels.reason }}; see the GPU's other alerts): its work may crash or compute "
@@ -153,23 +164,29 @@ def allocated_and_failing(params: RuleParams, t: AlertTable) -> Alert:
     )
 
 
-def fell_off_bus(params: RuleParams, d: AlertDefinition) -> Alert:
+def fell_off_bus_expr(params: RuleParams, d: AlertDefinition, extra: tuple[str, ...] = ()) -> str:
+    """Per physical GPU: its utilization series were recorded in the window and none is now
+    (on any target) while its target is up, or it reported XID 79; ``extra`` filters the GPUs."""
     window = d.timing.window
     gpu = promql.by([*params.cluster, "gpu"])
     target = promql.by([*params.cluster, "job", "instance"])
     up = promql.selector("up", params.matchers)
+    seen = promql.selector(UTIL, (), extra)
     vanished = (
-        f"{_physical_gpu(f'max_over_time({UTIL}[{window}])')}\n"
+        f"{_physical_gpu(f'max_over_time({seen}[{window}])')}\n"
         f"unless on ({gpu})\n{_physical_gpu(UTIL)}\n"
         f"and on ({target})\n{up} == 1"
     )
-    xid = promql.selector(XID_INFO, (), (f'{XID_LABEL}="{FELL_OFF_BUS_XID}"',))
-    lost = _physical_gpu(f"max_over_time({xid}[{window}])")
+    lost = _physical_gpu(xids_seen((FELL_OFF_BUS_XID,), window, extra))
     labels = [*params.cluster, "job", "instance", "node", "gpu", "modelName"]
+    return promql.aggregate("max", labels, f"{vanished}\nor\n{lost}")
+
+
+def fell_off_bus(params: RuleParams, d: AlertDefinition) -> Alert:
     meaning = XID_CATALOGUE[FELL_OFF_BUS_XID].meaning
     return Alert(
         d,
-        promql.aggregate("max", labels, f"{vanished}\nor\n{lost}"),
+        fell_off_bus_expr(params, d),
         "GPU {{ $labels.gpu }} fell off the bus.",
         f"{GPU_TEXT} stopped reporting while its exporter {{{{ $labels.instance }}}} is still "
         f"up, or reported XID {FELL_OFF_BUS_XID} ({meaning}), in the last "
