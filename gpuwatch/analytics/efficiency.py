@@ -11,6 +11,9 @@ is unavailable.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -110,7 +113,11 @@ def _sums(rows: pd.DataFrame, keys: list[str], price: np.ndarray) -> pd.DataFram
         figures[name] = rows[name].to_numpy(dtype="float64")
     figures["failing_cost_usd"] = figures["failing_gpu_hours"] * price
     figures["inefficient_cost_usd"] = figures["inefficient_gpu_hours"] * price
-    return figures.groupby(keys, dropna=False, sort=False, observed=True).sum()
+    figures["clock_data_s"] = _f(rows, "clock_data_s")
+    out = figures.groupby(keys, dropna=False, sort=False, observed=True).sum()
+    clocked = out.pop("clock_data_s") > 0
+    out["throttled_gpu_hours"] = out["throttled_gpu_hours"].where(clocked)
+    return out
 
 
 def _teams(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
@@ -152,9 +159,10 @@ def workload_efficiency(
 ) -> pd.DataFrame:
     """One row per :data:`EFFICIENCY_KEYS` of the allocated rows: ``team``,
     ``allocated_gpu_hours``, the activity means in percent (NaN: unavailable),
-    ``throttled_gpu_hours``, ``failing_gpu_hours`` and ``failing_cost_usd`` (from each GPU's
-    ``failing_since``, epoch seconds by (cluster, gpu_uuid), else the frame's own first failing
-    events), ``inefficient_gpu_hours``, ``inefficient_cost_usd`` and ``cause``."""
+    ``throttled_gpu_hours`` (NaN without clock-event readings), ``failing_gpu_hours`` and
+    ``failing_cost_usd`` (from each GPU's ``failing_since``, epoch seconds by (cluster,
+    gpu_uuid), else the frame's own first failing events), ``inefficient_gpu_hours``,
+    ``inefficient_cost_usd`` and ``cause``."""
     if health.empty:
         return _empty()
     rows = prepare(health, price_book)
@@ -170,7 +178,7 @@ def workload_efficiency(
     out["team"] = _teams(rows, keys)
     out = out.reset_index()
     throttled = _share(
-        out["throttled_gpu_hours"].to_numpy(dtype="float64"),
+        np.nan_to_num(out["throttled_gpu_hours"].to_numpy(dtype="float64")),
         out[c.ALLOCATED_GPU_HOURS].to_numpy(dtype="float64"),
     )
     tensor_cores = _tensor_models(out["gpu_model"])
@@ -201,4 +209,51 @@ def efficiency_timeline(health: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({n: ratio_mean_pct(rows, ["ts"], *ACTIVITY[n]) for n in names})
     out = out.rename_axis("ts").reset_index().sort_values("ts", ignore_index=True)
     out["ts"] = out["ts"].astype("int64")
+    return out
+
+
+@dataclass(frozen=True)
+class EfficiencyMeasures:
+    """One workload's row of :func:`workload_efficiency`, as the recommendation rules read it."""
+
+    allocated_gpu_hours: float
+    engine_active_pct: float
+    sm_active_pct: float
+    tensor_active_pct: float
+    dram_active_pct: float
+    throttled_gpu_hours: float
+    inefficient_gpu_hours: float
+    inefficient_cost_usd: float
+    cause: str | None
+
+    @property
+    def throttled_pct(self) -> float:
+        """Throttled share of the allocated GPU-hours, percent (NaN without clock data)."""
+        if self.allocated_gpu_hours <= 0:
+            return math.nan
+        return 100.0 * self.throttled_gpu_hours / self.allocated_gpu_hours
+
+
+def key_of(values: tuple[object, ...]) -> tuple[str, ...]:
+    """A workload key as text (<NA> as ""), to match rows of different frames."""
+    return tuple("" if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                 else str(v) for v in values)  # fmt: skip
+
+
+def efficiency_measures(frame: pd.DataFrame) -> dict[tuple[str, ...], EfficiencyMeasures]:
+    """The rows of :func:`workload_efficiency` by workload key (:func:`key_of`)."""
+    out = {}
+    for row in frame.to_dict("records"):
+        cause = row["cause"]
+        out[key_of(tuple(row[k] for k in EFFICIENCY_KEYS))] = EfficiencyMeasures(
+            allocated_gpu_hours=float(row[c.ALLOCATED_GPU_HOURS]),
+            engine_active_pct=float(row["engine_active_pct"]),
+            sm_active_pct=float(row["sm_active_pct"]),
+            tensor_active_pct=float(row["tensor_active_pct"]),
+            dram_active_pct=float(row["dram_active_pct"]),
+            throttled_gpu_hours=float(row["throttled_gpu_hours"]),
+            inefficient_gpu_hours=float(row["inefficient_gpu_hours"]),
+            inefficient_cost_usd=float(row["inefficient_cost_usd"]),
+            cause=cause if isinstance(cause, str) else None,
+        )
     return out
