@@ -50,13 +50,22 @@ def test_example_input_bound_training_job() -> None:
 def test_example_memory_bound_and_no_tensor_cores() -> None:
     rows = _rows(example())
     serve = rows["serve"]
+    assert serve["allocated_gpu_hours"] == pytest.approx(3.0)
+    activity = [serve[f"{n}_active_pct"] for n in ("engine", "sm", "tensor", "dram")]
+    assert activity == pytest.approx([80.0, 10.0, 0.0, 60.0])
     assert serve["throttled_gpu_hours"] == pytest.approx(0.5)  # half of one hour
+    assert serve["failing_gpu_hours"] == 0.0
+    assert serve["inefficient_cost_usd"] == pytest.approx(12.0)
     # low SM and no tensor in the same seconds: counted once.
     assert serve["inefficient_gpu_hours"] == pytest.approx(3.0)
     assert serve["cause"] == "memory-bound"  # DRAM 60 %, throttled 1/6 < 25 %
     batch = rows["batch"]
     assert batch["allocated_gpu_hours"] == pytest.approx(2.0)  # the exporter's hour is not held
-    assert (batch["sm_active_pct"], batch["tensor_active_pct"]) == (60.0, 0.0)
+    activity = [batch[f"{n}_active_pct"] for n in ("engine", "sm", "tensor", "dram")]
+    assert activity == pytest.approx([90.0, 60.0, 0.0, 30.0])
+    assert math.isnan(batch["throttled_gpu_hours"])
+    assert batch["failing_gpu_hours"] == 0.0
+    assert batch["inefficient_gpu_hours"] == pytest.approx(2.0)
     assert batch["inefficient_cost_usd"] == pytest.approx(6.0)  # 2 h × $3
     assert batch["cause"] == "no tensor cores used"
 
@@ -67,6 +76,8 @@ def test_utilization_only_workload_has_no_profiling_figures() -> None:
     for name in ("engine_active_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct"):
         assert math.isnan(notebook[name])
     assert notebook["inefficient_gpu_hours"] == 0.0
+    assert math.isnan(notebook["throttled_gpu_hours"])
+    assert (notebook["failing_gpu_hours"], notebook["failing_cost_usd"]) == (0.0, 0.0)
     assert notebook["cause"] is None
 
 
