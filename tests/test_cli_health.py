@@ -154,3 +154,79 @@ def test_a_store_without_schema_is_a_runtime_failure(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "gpuwatch: the database has no gpuwatch schema yet: run `gpuwatch db upgrade`"
     )
+
+
+# -- end to end: samples with health readings written, rolled up and read back -------------
+
+STORE_READS_HEALTH = hasattr(repository, "load_health_hourly")
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _write_fleet(url: str) -> None:
+    """Two H100s for two hours of one-minute samples from H0. GPU-1 is held by the Job ``a``
+    and reports XID 79 from 01:15; GPU-2 is held by nobody and thermally throttled for the
+    first 30 minutes."""
+    import numpy as np
+
+    from gpuwatch.store import rollup, writer
+    from gpuwatch.store.engine import make_engine
+
+    ts = np.arange(H0, H0 + 7200, 60)
+    n = len(ts)
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpus = writer.write_gpus(conn, cluster, [
+            {"uuid": f"GPU-{i}", "mig_gi_id": -1, "slot": 0, "model_name": H100,
+             "timeslice_replicas": 1, "first_seen_ts": H0, "last_seen_ts": H0 + 7140}
+            for i in (1, 2)
+        ])  # fmt: skip
+        pods = writer.write_pods(conn, cluster, [
+            {"namespace": "ml", "name": "a", "uid": "uid-a", "workload_kind": "Job",
+             "workload_name": "a", "team": "ml", "gpu_count": 1, "labels": {},
+             "last_seen_ts": H0 + 7140}
+        ])  # fmt: skip
+        (pod,) = pods.values()
+        xid = np.where(ts >= H0 + 4500, 79.0, 0.0)
+        events = np.where(ts < H0 + 1800, 0x20, 0x0).astype(float)
+        for uuid, pod_id, health, codes in (
+            ("GPU-1", float(pod), {}, xid),
+            ("GPU-2", np.nan, {"clock_events": events}, np.zeros(n)),
+        ):
+            writer.write_samples(conn, writer.SampleColumns(  # type: ignore[call-arg, unused-ignore]
+                np.full(n, gpus[(uuid, -1, 0)]), ts, np.full(n, 60), np.full(n, pod_id),
+                np.full(n, 0.9), np.full(n, 1.0), np.full(n, 1000.0), np.full(n, 81920.0),
+                np.full(n, 300.0), np.full(n, 50.0), codes, health=health,
+            ))  # fmt: skip
+        rollup.roll_up(conn, H0, H0 + 7200)
+    engine.dispose()
+
+
+@pytest.mark.skipif(not STORE_READS_HEALTH, reason="the store does not read health roll-ups")
+def test_end_to_end_through_the_store(tmp_path: Path) -> None:
+    config = tmp_path / "gpuwatch.yaml"
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    config.write_text(
+        f'database_url: {url}\npricing:\n  models:\n    "{H100}": {{on_demand: 4.0}}\n'
+    )
+    env = {"GPUWATCH_CONFIG": str(config)}
+    assert CliRunner().invoke(cli, ["db", "upgrade"], env=env).exit_code == 0
+    _write_fleet(url)
+    args = ["health", "--start", "2025-11-17T00:00:00Z", "--end", "2025-11-17T02:00:00Z"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    entries = {e["gpu_uuid"]: e for e in json.loads(result.stdout)}
+    assert entries["GPU-1"]["state"] == "failing"
+    assert entries["GPU-1"]["reasons"] == ["xid:79"]
+    assert entries["GPU-1"]["first_seen"] == "2025-11-17T01:15:00Z"
+    assert entries["GPU-1"]["state_hours"] == 0.75  # 01:15 to 02:00
+    assert entries["GPU-1"]["allocated_cost_while_failing_usd"] == 3.0  # 0.75 h × $4
+    assert entries["GPU-1"]["pods"] == ["a"]
+    assert entries["GPU-2"]["state"] == "degraded"  # 30 of 120 minutes: 25 % ≥ 10 %
+    assert entries["GPU-2"]["reasons"] == ["thermal_throttle"]
+    assert (entries["GPU-2"]["state_hours"], entries["GPU-2"]["pods"]) == (1.0, [])
+    weekly = CliRunner().invoke(cli, ["report", "weekly", "--week", "2025-W47"], env=env)
+    assert weekly.exit_code == 0, weekly.output
+    row = next(r for r in csv.DictReader(io.StringIO(weekly.stdout)) if r["workload"] == "a")
+    assert (row["failing_gpu_hours"], row["failing_cost_usd"]) == ("0.75", "3.00")
+    assert row["throttled_gpu_hours"] == ""  # no clock-event readings on GPU-1

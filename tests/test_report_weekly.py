@@ -237,3 +237,13 @@ def test_health_columns_sum_to_the_allocated_fleet_totals() -> None:
 def test_without_health_readings_the_health_columns_stay_empty() -> None:
     for line in render_csv(_health_week(with_health=False)).splitlines()[1:]:
         assert line.split(",")[21:26] == ["", "", "", "", ""]
+
+
+def test_a_week_without_health_roll_ups_leaves_the_health_columns_empty() -> None:
+    from gpuwatch.domain.frames import HEALTH_COLUMNS, empty_frame
+    from tests.health_rows import H0, PRICES, example, samples_of
+
+    empty = empty_frame(HEALTH_COLUMNS)
+    frame = weekly_report(samples_of(example()), None, None, PRICES, POLICY, H0, health=empty)
+    for line in render_csv(frame).splitlines()[1:]:
+        assert line.split(",")[21:26] == ["", "", "", "", ""]

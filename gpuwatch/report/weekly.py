@@ -274,16 +274,20 @@ def weekly_report(
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in HEADER})
-    return _finish(pd.concat(parts, ignore_index=True), week_start, health is not None)
+    measured = context["efficiency"] is not None
+    return _finish(pd.concat(parts, ignore_index=True), week_start, measured)
 
 
 def _week_efficiency(
     health: pd.DataFrame | None, price_book: PriceBook, start_ts: int, end_ts: int
 ) -> pd.DataFrame | None:
+    """The week's efficiency rows; None (the health columns not measured) without a health
+    roll-up for the week, as in a store collected before it existed."""
     if health is None:
         return None
     ts = health["ts"].to_numpy(dtype="int64")
-    return workload_efficiency(health[(ts >= start_ts) & (ts < end_ts)], price_book)
+    week = health[(ts >= start_ts) & (ts < end_ts)]
+    return workload_efficiency(week, price_book) if len(week) else None
 
 
 def _missing(value: Any) -> bool:
