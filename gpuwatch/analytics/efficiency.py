@@ -173,6 +173,28 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(dtype=object) for name in EFFICIENCY_COLUMNS})
 
 
+def _causes(out: pd.DataFrame) -> pd.Series:
+    """:func:`efficiency_cause` of each workload row."""
+    throttled = _share(
+        np.nan_to_num(out["throttled_gpu_hours"].to_numpy(dtype="float64")),
+        out[c.ALLOCATED_GPU_HOURS].to_numpy(dtype="float64"),
+    )
+    tensor_cores = _tensor_models(out["gpu_model"])
+    causes = [
+        efficiency_cause(e, s, t, d, th, tc)
+        for e, s, t, d, th, tc in zip(
+            out["engine_active_pct"],
+            out["sm_active_pct"],
+            out["tensor_active_pct"],
+            out["dram_active_pct"],
+            throttled,
+            tensor_cores,
+            strict=True,
+        )
+    ]
+    return pd.Series(causes, index=out.index, dtype=object)
+
+
 def workload_efficiency(
     health: pd.DataFrame, price_book: PriceBook, failing_since: pd.Series | None = None
 ) -> pd.DataFrame:
@@ -196,24 +218,7 @@ def workload_efficiency(
     for name, values in _activity(rows, groups, figures).items():
         out[name] = values
     out["team"] = _teams(rows, groups)
-    throttled = _share(
-        np.nan_to_num(out["throttled_gpu_hours"].to_numpy(dtype="float64")),
-        out[c.ALLOCATED_GPU_HOURS].to_numpy(dtype="float64"),
-    )
-    tensor_cores = _tensor_models(out["gpu_model"])
-    causes = [
-        efficiency_cause(e, s, t, d, th, tc)
-        for e, s, t, d, th, tc in zip(
-            out["engine_active_pct"],
-            out["sm_active_pct"],
-            out["tensor_active_pct"],
-            out["dram_active_pct"],
-            throttled,
-            tensor_cores,
-            strict=True,
-        )
-    ]
-    out["cause"] = pd.Series(causes, index=out.index, dtype=object)
+    out["cause"] = _causes(out)
     return out[list(EFFICIENCY_COLUMNS)]
 
 
