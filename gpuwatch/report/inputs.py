@@ -55,9 +55,7 @@ def health_policy_from(settings: Settings) -> HealthPolicy:
 def load_health(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The hourly health roll-up of the hours that overlap ``[start_ts, end_ts)``."""
     first, last = hour_window(start_ts, end_ts)
-    loader = repository.load_health_hourly  # type: ignore[attr-defined, unused-ignore]
-    frame: pd.DataFrame = loader(engine, first, last)
-    return frame
+    return repository.load_health_hourly(engine, first, last)
 
 
 def policy_from(settings: Settings) -> AnalyticsPolicy:
