@@ -158,7 +158,6 @@ def test_a_store_without_schema_is_a_runtime_failure(tmp_path: Path) -> None:
 
 # -- end to end: samples with health readings written, rolled up and read back -------------
 
-STORE_READS_HEALTH = hasattr(repository, "load_health_hourly")
 H100 = "NVIDIA H100 80GB HBM3"
 
 
@@ -202,7 +201,6 @@ def _write_fleet(url: str) -> None:
     engine.dispose()
 
 
-@pytest.mark.skipif(not STORE_READS_HEALTH, reason="the store does not read health roll-ups")
 def test_end_to_end_through_the_store(tmp_path: Path) -> None:
     config = tmp_path / "gpuwatch.yaml"
     url = f"sqlite:///{tmp_path / 'gw.db'}"
