@@ -164,9 +164,9 @@ def efficiency_cause(
         return None
     if throttled_ratio >= THROTTLED_CAUSE_RATIO:
         return CAUSES[0]
-    if low_sm:
-        return CAUSES[1] if dram_pct >= 100 * MEMORY_BOUND_DRAM_RATIO else CAUSES[2]
-    return CAUSES[3]
+    if dram_pct >= 100 * MEMORY_BOUND_DRAM_RATIO:
+        return CAUSES[1]
+    return CAUSES[2] if low_sm else CAUSES[3]
 
 
 def _empty() -> pd.DataFrame:
