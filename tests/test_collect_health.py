@@ -30,7 +30,7 @@ from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 from tests.support import dcgm_fixture as fx
 from tests.support.prometheus import PrometheusProcess, Series, prometheus_with_blocks
 
-H0, _ = iso_week_bounds("2026-W46")
+H0 = iso_week_bounds("2026-W46")[0]
 H1 = H0 + 3600
 END = H0 + 7200
 MINUTES = range(120)
@@ -154,27 +154,27 @@ def _hourly(engine: Engine) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in ("gpu_id", "pod_id")} for row in rows]
 
 
-_ = None  # a NULL, in the tables below
+NA = None  # a NULL, in the tables below
 # HEALTH_SAMPLE_FIELDS: sm_active, sm_occupancy, tensor, dram, sm_clock_mhz, pcie_bytes_per_s,
 # nvlink_bytes_per_s, clock_events, ecc_sbe, ecc_dbe, pcie_replay, nvlink_error, row_remap.
-H100_AT = {
-    0: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, _, _, _, _, _),
-    10: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 3, _, _, _, _),
-    20: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 2, _, _, _, _),
-    30: (0.2, 0.1, 0.0, _, 1980.0, 1.5e9, 4.5e9, 1, _, _, _, _, _),
-    31: (0.2, _, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, _, _, _, _, _),
-    60: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, _, _, _, _, _),
-    70: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, _, _, _, _, _),
-    80: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, 2, _, _, _, _),
-    100: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, _, _, _, 5, _),
+H100_AT: dict[int, tuple[Any, ...]] = {
+    0: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
+    10: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 3, NA, NA, NA, NA),
+    20: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 2, NA, NA, NA, NA),
+    30: (0.2, 0.1, 0.0, NA, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
+    31: (0.2, NA, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
+    60: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, NA, NA, NA, NA, NA),
+    70: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, NA, NA, NA, NA, NA),
+    80: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, 2, NA, NA, NA, NA),
+    100: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, NA, NA, NA, 5, NA),
 }
-T4_AT = {
-    0: (_, _, _, _, 1590.0, _, _, 0x20, _, _, _, _, _),
-    30: (_, _, _, _, 1590.0, _, _, 0, _, _, _, _, _),
-    40: (_, _, _, _, 1590.0, _, _, 0, _, 1, _, _, _),
-    45: (_, _, _, _, 1590.0, _, _, 0, _, _, _, _, 1),
+T4_AT: dict[int, tuple[Any, ...]] = {
+    0: (NA, NA, NA, NA, 1590.0, NA, NA, 0x20, NA, NA, NA, NA, NA),
+    30: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, NA, NA, NA, NA),
+    40: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, 1, NA, NA, NA),
+    45: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, NA, NA, NA, 1),
 }
-NO_READINGS = (_,) * 13
+NO_READINGS = (NA,) * 13
 
 
 def test_every_field_reaches_gpu_samples_exactly(collected: Engine) -> None:
@@ -214,11 +214,11 @@ def _row(uuid: str, hour: int, **values: Any) -> dict[str, Any]:
             "throttled_s": 0, "thermal_s": 0, "power_cap_s": 0, "hw_slowdown_s": 0}  # fmt: skip
     nothing = {"sm_active_s": 0.0, "sm_data_s": 0, "sm_occupancy_s": 0.0,
                "sm_occupancy_data_s": 0, "tensor_active_s": 0.0, "tensor_data_s": 0,
-               "dram_active_s": 0.0, "dram_data_s": 0, "sm_clock_mhz_sum": _, "sm_clock_n": 0,
-               "pcie_bytes_sum": _, "pcie_bytes_n": 0, "nvlink_bytes_sum": _,
-               "nvlink_bytes_n": 0, "ecc_sbe": _, "ecc_dbe": _, "pcie_replays": _,
-               "nvlink_errors": _, "row_remap_failure": _, "fail_first_ts": _, "fail_xid": _,
-               "app_xid": _, "other_xid": _}  # fmt: skip
+               "dram_active_s": 0.0, "dram_data_s": 0, "sm_clock_mhz_sum": NA, "sm_clock_n": 0,
+               "pcie_bytes_sum": NA, "pcie_bytes_n": 0, "nvlink_bytes_sum": NA,
+               "nvlink_bytes_n": 0, "ecc_sbe": NA, "ecc_dbe": NA, "pcie_replays": NA,
+               "nvlink_errors": NA, "row_remap_failure": NA, "fail_first_ts": NA, "fail_xid": NA,
+               "app_xid": NA, "other_xid": NA}  # fmt: skip
     return base | nothing | values
 
 
