@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import drop_gpuless_pods
 from gpuwatch.analytics.efficiency import efficiency_timeline, workload_efficiency
 from gpuwatch.analytics.health import (
     drain_candidates,
@@ -72,12 +73,13 @@ def gpu_keys(frame: pd.DataFrame) -> pd.MultiIndex:
 
 def scope(frame: pd.DataFrame, f: Filters) -> pd.DataFrame:
     """The rows of the GPUs in scope: units of the cluster, GPU model and allocation mode; with
-    a team or namespace, the physical GPUs its pods held in the window, with all their hours
-    (a GPU's health is the GPU's, whoever held it)."""
+    a team or namespace, the physical GPUs its pods (those requesting GPUs) held in the window,
+    with all their hours (a GPU's health is the GPU's, whoever held it)."""
     rows = frame[_matching(frame, f, UNIT_FILTERS)]
     if f.team is None and f.namespace is None:
         return rows
-    held = rows[_matching(rows, f, POD_FILTERS)]
+    pods = drop_gpuless_pods(rows, None)  # the exporter's own pod holds no GPU
+    held = pods[_matching(pods, f, POD_FILTERS)]
     keep = gpu_keys(rows).isin(gpu_keys(held))
     return rows[np.asarray(keep, dtype=bool)]
 
