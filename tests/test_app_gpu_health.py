@@ -392,6 +392,27 @@ def test_health_page_without_readings_says_what_is_missing(app: Dash) -> None:
     assert by_id(layout, "gpu-health-timeline") is None
 
 
+def test_cards_say_when_throttling_is_unknown(app: Dash) -> None:
+    cards = page("gpu_health").cards
+    with_clock = cards(health_view_of(example(), PRICES, HealthPolicy(), END))
+    assert text(by_id(with_clock, "card-gpu-health-degraded")) == (
+        "Degraded 2 of 4 GPUs with readings"
+    )
+    assert text(by_id(with_clock, "card-gpu-health-paid-failing")).startswith(
+        "Paid while failing $7.00"
+    )
+    no_clock = example().assign(clock_data_s=0.0, throttled_s=0.0, thermal_s=0.0)
+    view = health_view_of(no_clock, PRICES, HealthPolicy(), END)
+    assert text(by_id(cards(view), "card-gpu-health-degraded")) == (
+        "Degraded 1 throttling unknown: no clock events"
+    )
+
+
+def test_filters_that_match_nothing_show_an_empty_state(app: Dash) -> None:
+    layout = page("gpu_health").layout(team="no-such-team")
+    assert by_id(layout, "gpu-health-empty") is not None
+
+
 def test_a_timeline_click_opens_the_gpu(app: Dash) -> None:
     registered = [
         output for output, cb in GLOBAL_CALLBACK_MAP.items()

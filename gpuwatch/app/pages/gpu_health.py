@@ -41,10 +41,16 @@ def cards(view: HealthView) -> html.Div:
     entries = view.entries
     paid = float(entries["allocated_cost_while_failing_usd"].sum()) if len(entries) else 0.0
     of = f"of {view.gpus:,} GPUs with readings"
+    degraded_note = of if view.readings.clock_events else "throttling unknown: no clock events"
     return html.Div(
         [
             card("Failing", fmt.number(count_state(entries, "failing")), of, f"{PAGE}-failing"),
-            card("Degraded", fmt.number(count_state(entries, "degraded")), of, f"{PAGE}-degraded"),
+            card(
+                "Degraded",
+                fmt.number(count_state(entries, "degraded")),
+                degraded_note,
+                f"{PAGE}-degraded",
+            ),
             card(
                 "Application errors",
                 fmt.number(count_state(entries, "app_error")),
@@ -139,7 +145,7 @@ def missing_section(view: HealthView) -> list[Any]:
     if not sentences:
         return []
     items = html.Ul([html.Li(s) for s in sentences], id=f"{PAGE}-missing")
-    return [section("Readings the exporter does not send", items, key=f"{PAGE}-readings")]
+    return [section("Missing readings", items, key=f"{PAGE}-readings")]
 
 
 def rules_note(policy: HealthPolicy) -> str:
