@@ -153,3 +153,25 @@ def example() -> pd.DataFrame:
     ]
     rows[10]["ecc_sbe"] = 12
     return frame(rows)
+
+
+def samples_of(health: pd.DataFrame) -> pd.DataFrame:
+    """The hourly samples the health rows stand for: one per row, its utilization the row's
+    mean (0 where it has none), so that costing and health agree on the workloads."""
+    from gpuwatch.analytics.build import samples_frame
+
+    identity = [name for name in health.columns if name in _SAMPLE_IDENTITY]
+    records = []
+    for row in health.to_dict("records"):
+        record = {name: row[name] for name in identity}
+        util_data = float(row["util_data_s"])
+        record["util_ratio"] = float(row["util_s"]) / util_data if util_data > 0 else 0.0
+        records.append(record)
+    return samples_frame(records)
+
+
+_SAMPLE_IDENTITY = frozenset(
+    {"cluster", "node", "gpu_id", "gpu_uuid", "mig_profile", "slot", "timeslice_replicas",
+     "gpu_model", "capacity_type", "ts", "step_s", "pod_id", "namespace", "pod", "workload_kind",
+     "workload", "team", "pod_gpu_count", "attribution", "allocation"}
+)  # fmt: skip

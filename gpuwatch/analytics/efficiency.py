@@ -11,6 +11,9 @@ is unavailable.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -18,7 +21,9 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics import health_rows
 from gpuwatch.analytics.health_rows import (
     FAIL_S,
+    Groups,
     divide,
+    group_rows,
     prepare,
     ratio_mean_pct,
     with_failing,
@@ -79,45 +84,66 @@ def _share(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def _tensor_models(models: pd.Series) -> np.ndarray:
     """Whether each row's GPU model has tensor cores (unknown: no)."""
-    known = {m: has_tensor_cores(m) is True for m in models.dropna().astype(str).unique()}
-    return models.astype(object).map(lambda m: known.get(str(m), False)).to_numpy(dtype=bool)
+    codes, uniques = pd.factorize(models.astype(object), use_na_sentinel=True)
+    known = np.array([has_tensor_cores(str(m)) is True for m in uniques] + [False], dtype=bool)
+    return known[np.where(codes < 0, len(uniques), codes)]
 
 
-def add_row_figures(rows: pd.DataFrame) -> pd.DataFrame:
-    """Prepared rows with the per-row figures summed by :func:`workload_efficiency`:
-    engine seconds (on rows with profiling), throttled, failing and inefficient GPU-hours."""
-    out = rows.copy()
-    profiled = np.zeros(len(out), dtype=bool)
+def row_figures(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per prepared row (:func:`~gpuwatch.analytics.health_rows.with_failing`): engine seconds
+    (on rows with profiling), throttled, failing and inefficient GPU-hours."""
+    profiled = np.zeros(len(rows), dtype=bool)
     for name in _PROFILING:
-        profiled |= _f(out, name) > 0
-    out["engine_s"] = np.where(profiled, _f(out, "util_s"), 0.0)
-    out["engine_data_s"] = np.where(profiled, _f(out, "util_data_s"), 0.0)
-    gpu_h = out[c.GPU_HOURS].to_numpy(dtype="float64")
-    out["throttled_gpu_hours"] = gpu_h * _share(_f(out, "throttled_s"), _f(out, "clock_data_s"))
-    out["failing_gpu_hours"] = _f(out, FAIL_S) / HOUR_S * out["share"].to_numpy(dtype="float64")
-    util_data = _f(out, "util_data_s")
-    low_sm = _share(_f(out, "busy_low_sm_s"), util_data)
-    no_tensor = _share(_f(out, "busy_no_tensor_s"), util_data) * _tensor_models(out["gpu_model"])
-    out["inefficient_gpu_hours"] = gpu_h * np.maximum(low_sm, no_tensor)
+        profiled |= _f(rows, name) > 0
+    gpu_h = rows[c.GPU_HOURS].to_numpy(dtype="float64")
+    util_data = _f(rows, "util_data_s")
+    low_sm = _share(_f(rows, "busy_low_sm_s"), util_data)
+    no_tensor = _share(_f(rows, "busy_no_tensor_s"), util_data) * _tensor_models(rows["gpu_model"])
+    return {
+        "engine_s": np.where(profiled, _f(rows, "util_s"), 0.0),
+        "engine_data_s": np.where(profiled, util_data, 0.0),
+        "throttled_gpu_hours": gpu_h * _share(_f(rows, "throttled_s"), _f(rows, "clock_data_s")),
+        "failing_gpu_hours": _f(rows, FAIL_S) / HOUR_S * rows["share"].to_numpy(dtype="float64"),
+        "inefficient_gpu_hours": gpu_h * np.maximum(low_sm, no_tensor),
+    }
+
+
+def _activity(
+    rows: pd.DataFrame, groups: Groups, figures: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The activity means per group (NaN: unavailable)."""
+    weight = rows[c.GPU_HOURS].to_numpy(dtype="float64")
+    frame = rows.assign(engine_s=figures["engine_s"], engine_data_s=figures["engine_data_s"])
+    return {
+        name: ratio_mean_pct(frame, groups, active, data, weight)
+        for name, (active, data) in ACTIVITY.items()
+    }
+
+
+def _sums(rows: pd.DataFrame, groups: Groups, figures: dict[str, np.ndarray]) -> pd.DataFrame:
+    out = groups.keys.copy()
+    price = rows[c.USD_PER_HOUR].to_numpy(dtype="float64")
+    out[c.ALLOCATED_GPU_HOURS] = groups.sum(rows[c.GPU_HOURS].to_numpy(dtype="float64"))
+    clocked = groups.sum(_f(rows, "clock_data_s")) > 0
+    throttled = groups.sum(figures["throttled_gpu_hours"])
+    out["throttled_gpu_hours"] = np.where(clocked, throttled, np.nan)
+    out["failing_gpu_hours"] = groups.sum(figures["failing_gpu_hours"])
+    out["failing_cost_usd"] = groups.sum(figures["failing_gpu_hours"] * price)
+    out["inefficient_gpu_hours"] = groups.sum(figures["inefficient_gpu_hours"])
+    out["inefficient_cost_usd"] = groups.sum(figures["inefficient_gpu_hours"] * price)
     return out
 
 
-def _sums(rows: pd.DataFrame, keys: list[str], price: np.ndarray) -> pd.DataFrame:
-    figures = pd.DataFrame({k: rows[k].to_numpy() for k in keys})
-    gpu_h = rows[c.GPU_HOURS].to_numpy(dtype="float64")
-    figures[c.ALLOCATED_GPU_HOURS] = gpu_h
-    for name in ("throttled_gpu_hours", "failing_gpu_hours", "inefficient_gpu_hours"):
-        figures[name] = rows[name].to_numpy(dtype="float64")
-    figures["failing_cost_usd"] = figures["failing_gpu_hours"] * price
-    figures["inefficient_cost_usd"] = figures["inefficient_gpu_hours"] * price
-    return figures.groupby(keys, dropna=False, sort=False, observed=True).sum()
-
-
-def _teams(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """The team with the most GPU-hours among each group's rows."""
-    by_team = rows.groupby([*keys, "team"], dropna=False, sort=True, observed=True)[c.GPU_HOURS]
-    ranked = by_team.sum().reset_index().sort_values(c.GPU_HOURS, ascending=False, kind="stable")
-    return ranked.drop_duplicates(keys).set_index(keys)["team"]
+def _teams(rows: pd.DataFrame, groups: Groups) -> np.ndarray:
+    """The team with the most GPU-hours among each group's rows (ties: the first by name)."""
+    team_codes, teams = pd.factorize(rows["team"].astype(object), sort=True, use_na_sentinel=False)
+    parts = pd.DataFrame({"g": groups.codes, "t": team_codes,
+                          "h": rows[c.GPU_HOURS].to_numpy(dtype="float64")})  # fmt: skip
+    summed = parts.groupby(["g", "t"], sort=True).sum().reset_index()
+    best = summed.sort_values("h", ascending=False, kind="stable").drop_duplicates("g")
+    out = np.empty(groups.n, dtype=object)
+    out[best["g"].to_numpy()] = np.asarray(teams, dtype=object)[best["t"].to_numpy()]
+    return out
 
 
 def efficiency_cause(
@@ -152,9 +178,10 @@ def workload_efficiency(
 ) -> pd.DataFrame:
     """One row per :data:`EFFICIENCY_KEYS` of the allocated rows: ``team``,
     ``allocated_gpu_hours``, the activity means in percent (NaN: unavailable),
-    ``throttled_gpu_hours``, ``failing_gpu_hours`` and ``failing_cost_usd`` (from each GPU's
-    ``failing_since``, epoch seconds by (cluster, gpu_uuid), else the frame's own first failing
-    events), ``inefficient_gpu_hours``, ``inefficient_cost_usd`` and ``cause``."""
+    ``throttled_gpu_hours`` (NaN without clock-event readings), ``failing_gpu_hours`` and
+    ``failing_cost_usd`` (from each GPU's ``failing_since``, epoch seconds by (cluster,
+    gpu_uuid), else the frame's own first failing events), ``inefficient_gpu_hours``,
+    ``inefficient_cost_usd`` and ``cause``."""
     if health.empty:
         return _empty()
     rows = prepare(health, price_book)
@@ -162,15 +189,15 @@ def workload_efficiency(
     rows = rows[rows[c.ALLOCATED].to_numpy(dtype=bool)]
     if rows.empty:
         return _empty()
-    rows = add_row_figures(with_failing(rows, since))
-    keys = list(EFFICIENCY_KEYS)
-    out = _sums(rows, keys, rows[c.USD_PER_HOUR].to_numpy(dtype="float64"))
-    for name, (active, data) in ACTIVITY.items():
-        out[name] = ratio_mean_pct(rows, keys, active, data)
-    out["team"] = _teams(rows, keys)
-    out = out.reset_index()
+    rows = with_failing(rows, since)
+    groups = group_rows(rows, list(EFFICIENCY_KEYS))
+    figures = row_figures(rows)
+    out = _sums(rows, groups, figures)
+    for name, values in _activity(rows, groups, figures).items():
+        out[name] = values
+    out["team"] = _teams(rows, groups)
     throttled = _share(
-        out["throttled_gpu_hours"].to_numpy(dtype="float64"),
+        np.nan_to_num(out["throttled_gpu_hours"].to_numpy(dtype="float64")),
         out[c.ALLOCATED_GPU_HOURS].to_numpy(dtype="float64"),
     )
     tensor_cores = _tensor_models(out["gpu_model"])
@@ -197,8 +224,60 @@ def efficiency_timeline(health: pd.DataFrame) -> pd.DataFrame:
     names = ("engine_active_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct")
     if health.empty:
         return pd.DataFrame({n: pd.Series(dtype="float64") for n in ("ts", *names)})
-    rows = add_row_figures(with_failing(prepare(health)))
-    out = pd.DataFrame({n: ratio_mean_pct(rows, ["ts"], *ACTIVITY[n]) for n in names})
-    out = out.rename_axis("ts").reset_index().sort_values("ts", ignore_index=True)
+    rows = prepare(health)
+    groups = group_rows(rows, ["ts"])
+    figures = row_figures(with_failing(rows))
+    activity = _activity(rows, groups, figures)
+    out = groups.keys.copy()
+    for name in names:
+        out[name] = activity[name]
+    out = out.sort_values("ts", ignore_index=True)
     out["ts"] = out["ts"].astype("int64")
+    return out
+
+
+@dataclass(frozen=True)
+class EfficiencyMeasures:
+    """One workload's row of :func:`workload_efficiency`, as the recommendation rules read it."""
+
+    allocated_gpu_hours: float
+    engine_active_pct: float
+    sm_active_pct: float
+    tensor_active_pct: float
+    dram_active_pct: float
+    throttled_gpu_hours: float
+    inefficient_gpu_hours: float
+    inefficient_cost_usd: float
+    cause: str | None
+
+    @property
+    def throttled_pct(self) -> float:
+        """Throttled share of the allocated GPU-hours, percent (NaN without clock data)."""
+        if self.allocated_gpu_hours <= 0:
+            return math.nan
+        return 100.0 * self.throttled_gpu_hours / self.allocated_gpu_hours
+
+
+def key_of(values: tuple[object, ...]) -> tuple[str, ...]:
+    """A workload key as text (<NA> as ""), to match rows of different frames."""
+    return tuple("" if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                 else str(v) for v in values)  # fmt: skip
+
+
+def efficiency_measures(frame: pd.DataFrame) -> dict[tuple[str, ...], EfficiencyMeasures]:
+    """The rows of :func:`workload_efficiency` by workload key (:func:`key_of`)."""
+    out = {}
+    for row in frame.to_dict("records"):
+        cause = row["cause"]
+        out[key_of(tuple(row[k] for k in EFFICIENCY_KEYS))] = EfficiencyMeasures(
+            allocated_gpu_hours=float(row[c.ALLOCATED_GPU_HOURS]),
+            engine_active_pct=float(row["engine_active_pct"]),
+            sm_active_pct=float(row["sm_active_pct"]),
+            tensor_active_pct=float(row["tensor_active_pct"]),
+            dram_active_pct=float(row["dram_active_pct"]),
+            throttled_gpu_hours=float(row["throttled_gpu_hours"]),
+            inefficient_gpu_hours=float(row["inefficient_gpu_hours"]),
+            inefficient_cost_usd=float(row["inefficient_cost_usd"]),
+            cause=cause if isinstance(cause, str) else None,
+        )
     return out

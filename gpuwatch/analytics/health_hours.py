@@ -33,24 +33,27 @@ def _numeric(rows: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _aggregate(rows: pd.DataFrame) -> pd.DataFrame:
-    keys = pd.DataFrame({k: rows[k].astype(str).to_numpy() for k in GPU_KEY}, index=rows.index)
-    keys["ts"] = rows["ts"].to_numpy(dtype="int64")
-    unit = pd.concat([keys, rows[["gpu_id"]], _numeric(rows, _PER_UNIT)], axis=1)
-    per_unit = unit.fillna(0.0).groupby([*HOUR_KEY, "gpu_id"], sort=False).sum()
+    gpus = rows.groupby(list(GPU_KEY), sort=False, dropna=False).ngroup().to_numpy()
+    keys = pd.DataFrame({"gpu": gpus, "ts": rows["ts"].to_numpy(dtype="int64")})
+    unit = pd.concat([keys, _numeric(rows, ("gpu_id", *_PER_UNIT))], axis=1)
+    per_unit = unit.fillna(0.0).groupby(["gpu", "ts", "gpu_id"], sort=False).sum()
     per_unit["data_s"] = per_unit["data_s"].clip(upper=HOUR_S)
     per_unit[FAIL_S] = per_unit[FAIL_S].clip(upper=HOUR_S)
-    hourly = per_unit.groupby(level=HOUR_KEY, sort=False).max()
+    hourly = per_unit.groupby(level=["gpu", "ts"], sort=False).max()
     other = pd.concat([keys, _numeric(rows, (*_SUMS, *_MAXES, "first_ts"))], axis=1)
-    other["node"] = rows["node"].astype(object).to_numpy()
-    other["gpu_model"] = rows["gpu_model"].astype(object).to_numpy()
-    grouped = other.groupby(HOUR_KEY, sort=False)
+    for name in (*GPU_KEY, "node", "gpu_model"):
+        other[name] = rows[name].astype(object).to_numpy()
+    grouped = other.groupby(["gpu", "ts"], sort=False)
     parts: list[pd.DataFrame | pd.Series] = [
         grouped[list(_SUMS)].sum(),
         grouped[list(_MAXES)].max(),
         grouped[["first_ts"]].min(),
-        grouped[["node", "gpu_model"]].last(),
+        grouped[[*GPU_KEY, "node", "gpu_model"]].last(),
     ]
-    return hourly.join(parts).reset_index().sort_values(HOUR_KEY, ignore_index=True)
+    out = hourly.join(parts).reset_index().drop(columns="gpu")
+    for name in GPU_KEY:
+        out[name] = out[name].astype(str)
+    return out.sort_values(HOUR_KEY, ignore_index=True)
 
 
 def _pct(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -96,21 +99,22 @@ _XID_COLUMNS = ("fail_xid", "app_xid", "other_xid")
 
 def _hour_reasons(
     hours: pd.DataFrame, flags: dict[str, np.ndarray], rows: np.ndarray
-) -> list[set[str]]:
+) -> list[frozenset[str]]:
     xids = [_col(hours, name) for name in _XID_COLUMNS]
-    out: list[set[str]] = [set() for _ in range(len(hours))]
+    none: frozenset[str] = frozenset()
+    out = [none] * len(hours)
     for i in rows:
         found = {name for name, flag in flags.items() if flag[i]}
         found.update(f"xid:{int(x[i])}" for x in xids if not np.isnan(x[i]))
-        out[i] = found
+        out[i] = frozenset(found)
     return out
 
 
-def _carry_failing(hours: pd.DataFrame, reasons: list[set[str]], failing: np.ndarray) -> None:
+def _carry_failing(hours: pd.DataFrame, reasons: list[frozenset[str]], failing: np.ndarray) -> None:
     """Failing hours without an event of their own name the reasons of the GPU's first hour
     with a failing event."""
     fail_xid = _col(hours, "fail_xid")
-    first: dict[tuple[str, str], set[str]] = {}
+    first: dict[tuple[str, str], frozenset[str]] = {}
     cluster, uuid = hours["cluster"].to_numpy(), hours["gpu_uuid"].to_numpy()
     for i in np.flatnonzero(failing):
         key = (cluster[i], uuid[i])
@@ -118,8 +122,8 @@ def _carry_failing(hours: pd.DataFrame, reasons: list[set[str]], failing: np.nda
         if not np.isnan(fail_xid[i]):
             own.add(f"xid:{int(fail_xid[i])}")
         if own and key not in first:
-            first[key] = own
-        reasons[i] |= first.get(key, set())
+            first[key] = frozenset(own)
+        reasons[i] = reasons[i] | first.get(key, frozenset())
 
 
 def gpu_hours(rows: pd.DataFrame, policy: HealthPolicy) -> pd.DataFrame:

@@ -9,6 +9,8 @@ seconds of a row that fall after it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -42,7 +44,7 @@ def prepare(health: pd.DataFrame, price_book: PriceBook | None = None) -> pd.Dat
     """HEALTH_COLUMNS rows with ``share``, ``gpu_hours`` (data_s / 3600 × share), ``allocated``
     and, given a price book, ``usd_per_hour`` (the whole GPU's price) added. Rows of pods that
     request no GPU are unallocated; an allocated row without a workload is its own ``Pod``."""
-    frame = drop_gpuless_pods(health.reset_index(drop=True), None).copy()
+    frame = drop_gpuless_pods(health.reset_index(drop=True), None).copy(deep=False)
     ids = frame["gpu_id"]
     share = ids.map(unit_shares(frame)).to_numpy(dtype="float64")
     frame[SHARE] = share
@@ -90,17 +92,19 @@ def with_failing(frame: pd.DataFrame, since: pd.Series | None = None) -> pd.Data
     of the event counts from that instant, ``min(data_s, hour_end − event)``; later hours
     count whole, earlier ones not at all."""
     since = failing_since(frame) if since is None else since
-    out = frame.copy()
+    out = frame.copy(deep=False)
     if len(since) == 0 or out.empty:
         out[FAIL_SINCE_TS] = np.nan
         out[FAIL_S] = 0.0
         return out
-    since = since.copy()
-    since.index = pd.MultiIndex.from_arrays(
-        [since.index.get_level_values(i).astype(str) for i in range(2)]
-    )
-    rows = pd.MultiIndex.from_arrays([out[k].astype(str).to_numpy() for k in GPU_KEY])
-    onset = since.reindex(rows).to_numpy(dtype="float64")
+    levels = [since.index.get_level_values(i).astype(str) for i in range(2)]
+    since = pd.Series(since.to_numpy(dtype="float64"), index=pd.MultiIndex.from_arrays(levels))
+    onset = np.full(len(out), np.nan)
+    maybe = out["gpu_uuid"].astype(str).isin(set(levels[1])).to_numpy()
+    if maybe.any():
+        picked = out.loc[maybe, list(GPU_KEY)]
+        rows = pd.MultiIndex.from_arrays([picked[k].astype(str).to_numpy() for k in GPU_KEY])
+        onset[maybe] = since.reindex(rows).to_numpy(dtype="float64")
     hour_end = out["ts"].to_numpy(dtype="float64") + HOUR_S
     data_s = np.nan_to_num(_floats(out, "data_s"))
     seconds = np.clip(np.minimum(data_s, hour_end - onset), 0.0, None)
@@ -109,18 +113,39 @@ def with_failing(frame: pd.DataFrame, since: pd.Series | None = None) -> pd.Data
     return out
 
 
+@dataclass(frozen=True)
+class Groups:
+    """Rows grouped once: each row's group ``codes`` (0 … n − 1, in order of first appearance)
+    and the ``keys`` of each group, so that every sum is one :func:`numpy.bincount`."""
+
+    codes: np.ndarray
+    keys: pd.DataFrame
+
+    @property
+    def n(self) -> int:
+        return len(self.keys)
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        """Σ of ``values`` per group."""
+        return np.bincount(self.codes, weights=values, minlength=self.n)
+
+
+def group_rows(frame: pd.DataFrame, keys: list[str]) -> Groups:
+    """The rows of ``frame`` grouped by ``keys`` (missing values form groups of their own)."""
+    codes = frame.groupby(keys, dropna=False, sort=False, observed=True).ngroup()
+    codes_np = codes.to_numpy(dtype="int64")
+    _, first = np.unique(codes_np, return_index=True)
+    return Groups(codes_np, frame[keys].iloc[first].reset_index(drop=True))
+
+
 def ratio_mean_pct(
-    frame: pd.DataFrame, keys: list[str], active: str, data: str, weight: str = c.GPU_HOURS
-) -> pd.Series:
+    frame: pd.DataFrame, groups: Groups, active: str, data: str, weight: np.ndarray
+) -> np.ndarray:
     """GPU-hour weighted mean × 100 of each row's ratio ``active / data`` over the rows with the
-    reading (``data`` > 0), per group of ``keys``; NaN where no row has it."""
+    reading (``data`` > 0), per group; NaN where no row of the group has it."""
     data_s = np.nan_to_num(_floats(frame, data))
-    has = data_s > 0
     ratio = divide(np.nan_to_num(_floats(frame, active)), data_s)
-    w = np.where(has, frame[weight].to_numpy(dtype="float64"), 0.0)
-    parts = pd.DataFrame({"num": w * ratio, "den": w, "has": has.astype("int64")})
-    for k in keys:
-        parts[k] = frame[k].to_numpy()
-    sums = parts.groupby(keys, dropna=False, sort=False, observed=True)[["num", "den", "has"]].sum()
-    mean = 100.0 * sums["num"] / sums["den"].where(sums["den"] > 0)
-    return mean.where(sums["has"] > 0)
+    w = np.where(data_s > 0, weight, 0.0)
+    has = groups.sum((data_s > 0).astype("float64")) > 0
+    mean = divide(100.0 * groups.sum(w * ratio), groups.sum(w), np.nan)
+    return np.where(has, mean, np.nan)
