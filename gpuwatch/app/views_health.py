@@ -27,12 +27,10 @@ from gpuwatch.analytics.health import (
 )
 from gpuwatch.analytics.health_rows import GPU_KEY
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import equals, hourly_rows, window_bounds
+from gpuwatch.app.views import equals, health_window, hourly_rows, window_bounds
 from gpuwatch.app.views_gpu import WorkloadKey
-from gpuwatch.domain.frames import HEALTH_COLUMNS, empty_frame
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook
-from gpuwatch.store import repository
 
 #: Filter → column of the health rows, for the facts of a GPU unit.
 UNIT_FILTERS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
@@ -42,19 +40,6 @@ POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
 PROFILING_DATA = ("sm_data_s", "sm_occupancy_data_s", "tensor_data_s", "dram_data_s")
 #: Error counts, stored only where the counter rose (NULL otherwise).
 ERROR_COUNTS = ("ecc_sbe", "ecc_dbe", "pcie_replays", "nvlink_errors", "row_remap_failure")
-
-
-def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
-    """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
-    store returns them (never modify them)."""
-
-    def compute() -> pd.DataFrame:
-        if snap.engine is None or snap.empty:
-            return empty_frame(HEALTH_COLUMNS)
-        start, end = window_bounds(snap, Filters(window=window))
-        return repository.load_health_hourly(snap.engine, start, end)
-
-    return snap.memo(("health_window", window), compute)
 
 
 def _matching(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
