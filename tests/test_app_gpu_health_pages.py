@@ -19,6 +19,7 @@ from dash._callback import GLOBAL_CALLBACK_MAP
 
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.server import create_app
+from gpuwatch.app.views import window_recommendations
 from gpuwatch.app.views_health import health_view_of, health_window
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.domain.health import HealthPolicy
@@ -221,3 +222,19 @@ def test_workload_without_readings_says_they_are_unavailable(app: Dash) -> None:
     layout = page("workload").layout(**query)
     note = by_id(layout, "workload-efficiency-unavailable")
     assert text(note).startswith("SM and tensor activity are unavailable: the exporter sends")
+
+
+def test_dashboard_recommendations_include_investigate_efficiency(
+    failing: tuple[Path, FailingGpu],
+) -> None:
+    """The Savings page's recommendations read the window's health roll-up as `gpuwatch
+    recommend` does: the input-bound workload gets investigate_efficiency, no saving claimed."""
+    path, gpu = failing
+    engine = make_engine(f"sqlite:///{path}")
+    snap = DashboardData(engine, settings_for(gpu), background=False).current()
+    recs = window_recommendations(snap, "7d")
+    mine = recs[(recs["kind"] == "investigate_efficiency") & (recs["workload"] == "llm-pretrain")]
+    assert len(mine) == 1
+    assert mine["est_monthly_savings_usd"].tolist() == [0.0]
+    assert mine["evidence"].iloc[0]["cause"] == "input-bound"
+    engine.dispose()
