@@ -216,8 +216,11 @@ class Catalogue:
 
         The window is one millisecond short of ``step`` so that a sample scraped exactly on a grid
         instant belongs to that instant alone. A counter's value is its increase since
-        ``t - step`` (``(now - before) >= 0``, or ``now`` where it went down: a reset), ``before``
-        being its last reading in the ``lookback_s`` (``step_s`` when None) before ``t - step``.
+        ``t - step``: ``now - before`` where ``before <= now``, else ``now`` (it went down: a
+        reset), ``before`` being its last reading in the ``lookback_s`` (``step_s`` when None)
+        before ``t - step``, else, for a series seen first in the window, its lowest reading there
+        (for a sum of counters: its reading in the window's first ``first_s``). ``A - (B <= A) or
+        A`` evaluates ``B`` once where ``(A - B) >= 0 or A < B`` evaluates it twice.
 
         >>> Catalogue().window_query(FIELDS[0], 60)
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms])'
@@ -228,9 +231,10 @@ class Catalogue:
         'last_over_time(DCGM_FI_DEV_CLOCKS_EVENT_REASONS[59999ms])
          or last_over_time(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS[59999ms])'
         >>> Catalogue().window_query(FieldQuery("n", "C", "last_over_time", "1", counter=True), 300,
-        ...                          900)
-        '(last_over_time(C[299999ms]) - last_over_time(C[899999ms] offset 300s)) >= 0 or \
-last_over_time(C[299999ms]) < last_over_time(C[899999ms] offset 300s)'
+        ...                          900)  # doctest: +NORMALIZE_WHITESPACE
+        'last_over_time(C[299999ms]) - ((last_over_time(C[899999ms] offset 300s)
+         or min_over_time(C[299999ms])) <= last_over_time(C[299999ms]))
+         or last_over_time(C[299999ms])'
         """
         window = f"{step_s * 1000 - 1}ms"
         if query.counter:
@@ -238,7 +242,9 @@ last_over_time(C[299999ms]) < last_over_time(C[899999ms] offset 300s)'
             now = self._reading(query, window)
             before = self._reading(query, back, f"{step_s}s")
             first = self._first(query, step_s, first_s or step_s)
-            promql = f"({now}) - ((({before}) or ({first})) <= ({now})) or ({now})"
+            if query.also:
+                now, before, first = f"({now})", f"({before})", f"({first})"
+            promql = f"{now} - (({before} or {first}) <= {now}) or {now}"
             return f"({promql}) != 0" if query.nonzero_only else promql
         promql = self._reading(query, window)
         if query.nonzero_only:
