@@ -375,3 +375,32 @@ def test_a_shared_gpu_seen_whole_gives_every_slot_its_readings() -> None:
     got = sorted(zip(slots, *(filled.values[n].tolist() for n in names), strict=True))
     assert got == [(0, 0.25, 4.0), (1, 0.25, 4.0)]
     assert "sm_active_ratio" not in filled.values, "a field not read stays absent (NULL)"
+
+
+def _counts(engine: Engine, uuid: str, column: int) -> dict[int, Any]:
+    return {m: v[column] for (u, m), v in _samples(engine).items() if u == uuid and v[column]}
+
+
+def test_seven_minute_pages_count_every_event_once_and_again_the_same(
+    prometheus: PrometheusProcess, tmp_path: Any
+) -> None:
+    """Pages of 7 minutes cut the 15-minute intervals: each page reads the part of an interval
+    its own time holds, so every increase is counted once, on the page's last row of that part
+    (the SBE +3 of minute 10 in page 7-13, the +2 of minute 20 in page 14-20, the +2 of minute
+    80 in page 77-83; the DBE of minute 40 in page 35-41, the NVLink errors of minute 100 in page
+    98-104), and collecting again stores the same counts."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'gw.db'}")
+    upgrade(engine)
+    for _ in range(2):
+        _collect(engine, prometheus.url, page_s=7 * 60)
+        assert _counts(engine, "GPU-h0000000", 9) == {13: 3, 20: 2, 83: 2}
+        assert _counts(engine, "GPU-h0000000", 12) == {104: 5}
+        assert _counts(engine, "GPU-t0000000", 10) == {41: 1}
+        pcie = _counts(engine, "GPU-h0000000", 6)
+        assert pcie == {m: 1.5e9 for m in (14, 29, 44, 59, 74, 89, 104, 119)}
+        hours = {(r["uuid"], r["hour_ts"]): r for r in _hourly(engine)}
+        assert hours[("GPU-h0000000", H0)]["ecc_sbe"] == 5
+        assert hours[("GPU-h0000000", H1)]["ecc_sbe"] == 2
+        assert hours[("GPU-t0000000", H0)]["ecc_dbe"] == 1
+        assert hours[("GPU-t0000000", H0)]["fail_first_ts"] == H0 + 41 * 60
+    engine.dispose()

@@ -256,7 +256,7 @@ class Catalogue:
         its lowest in the window; for a sum of counters (whose minima Prometheus cannot tell
         apart), its reading in the window's first ``first_s``."""
         if query.combine == "sum" and query.also:
-            offset = f"{step_s - first_s}s"
+            offset = f"{step_s - first_s}s" if step_s > first_s else ""
             return self._reading(query, f"{first_s * 1000 - 1}ms", offset)
         return self._reading(query, f"{step_s * 1000 - 1}ms", over_time="min_over_time")
 
