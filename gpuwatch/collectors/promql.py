@@ -219,8 +219,8 @@ class Catalogue:
         ``t - step``: ``now - before`` where ``before <= now``, else ``now`` (it went down: a
         reset), ``before`` being its last reading in the ``lookback_s`` (``step_s`` when None)
         before ``t - step``, else, for a series seen first in the window, its lowest reading there
-        (for a sum of counters: its reading in the window's first ``first_s``). ``A - (B <= A) or
-        A`` evaluates ``B`` once where ``(A - B) >= 0 or A < B`` evaluates it twice.
+        (for a sum of counters: its reading in the window's first ``first_s``), as
+        ``A - (B <= A) or A``.
 
         >>> Catalogue().window_query(FIELDS[0], 60)
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms])'
