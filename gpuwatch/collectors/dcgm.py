@@ -363,6 +363,8 @@ def page_samples(
     their own every ``capacity_step_s`` (``step_s`` when None), at its multiples: a row takes
     the total of the last capacity instant at or before it, else of the next one (NaN where
     neither has a reading), never another one, so the total does not depend on the page.
+    The error counts and link bandwidth (``FieldQuery.coarse``) are one reading per interval of
+    ``capacity_step_s``, each placed on one row of its unit (:mod:`gpuwatch.collectors.intervals`).
 
     ``keep_device_slots``: the device-level series of a GPU with per-pod (``vgpu``) series
     becomes a unit of slot ``DEVICE_SLOT`` instead of being ignored, for
