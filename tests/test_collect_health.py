@@ -157,21 +157,29 @@ def _hourly(engine: Engine) -> list[dict[str, Any]]:
 NA = None  # a NULL, in the tables below
 # HEALTH_SAMPLE_FIELDS: sm_active, sm_occupancy, tensor, dram, sm_clock_mhz, pcie_bytes_per_s,
 # nvlink_bytes_per_s, clock_events, ecc_sbe, ecc_dbe, pcie_replay, nvlink_error, row_remap.
+# The error counts and link bandwidth are read once per 15-minute interval (minutes 0-14,
+# 15-29, ...) and stored on the interval's last row (minute 14, 29, ...): an event's count on
+# the row closing its interval, a bandwidth reading on each such row only.
+P, NV = 1.5e9, 4.5e9
 H100_AT: dict[int, tuple[Any, ...]] = {
-    0: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
-    10: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 3, NA, NA, NA, NA),
-    20: (0.2, 0.1, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, 2, NA, NA, NA, NA),
-    30: (0.2, 0.1, 0.0, NA, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
-    31: (0.2, NA, 0.0, 0.7, 1980.0, 1.5e9, 4.5e9, 1, NA, NA, NA, NA, NA),
-    60: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, NA, NA, NA, NA, NA),
-    70: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 0x44, NA, NA, NA, NA, NA),
-    80: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, 2, NA, NA, NA, NA),
-    100: (0.6, 0.1, 0.4, 0.7, 1500.0, 1.5e9, 4.5e9, 1, NA, NA, NA, 5, NA),
+    0: (0.2, 0.1, 0.0, 0.7, 1980.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    10: (0.2, 0.1, 0.0, 0.7, 1980.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    14: (0.2, 0.1, 0.0, 0.7, 1980.0, P, NV, 1, 3, NA, NA, NA, NA),
+    20: (0.2, 0.1, 0.0, 0.7, 1980.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    29: (0.2, 0.1, 0.0, 0.7, 1980.0, P, NV, 1, 2, NA, NA, NA, NA),
+    30: (0.2, 0.1, 0.0, NA, 1980.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    31: (0.2, NA, 0.0, 0.7, 1980.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    60: (0.6, 0.1, 0.4, 0.7, 1500.0, NA, NA, 0x44, NA, NA, NA, NA, NA),
+    74: (0.6, 0.1, 0.4, 0.7, 1500.0, P, NV, 0x44, NA, NA, NA, NA, NA),
+    89: (0.6, 0.1, 0.4, 0.7, 1500.0, P, NV, 1, 2, NA, NA, NA, NA),
+    100: (0.6, 0.1, 0.4, 0.7, 1500.0, NA, NA, 1, NA, NA, NA, NA, NA),
+    104: (0.6, 0.1, 0.4, 0.7, 1500.0, P, NV, 1, NA, NA, NA, 5, NA),
 }
 T4_AT: dict[int, tuple[Any, ...]] = {
     0: (NA, NA, NA, NA, 1590.0, NA, NA, 0x20, NA, NA, NA, NA, NA),
     30: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, NA, NA, NA, NA),
-    40: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, 1, NA, NA, NA),
+    40: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, NA, NA, NA, NA),
+    44: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, 1, NA, NA, NA),
     45: (NA, NA, NA, NA, 1590.0, NA, NA, 0, NA, NA, NA, NA, 1),
 }
 NO_READINGS = (NA,) * 13
@@ -188,8 +196,11 @@ def test_every_field_reaches_gpu_samples_exactly(collected: Engine) -> None:
     }
     # counts only where they increased: the SBE counter's reset (minute 70) is no increase
     sbe = {m: v[9] for (uuid, m), v in samples.items() if uuid == "GPU-h0000000" and v[9]}
-    assert sbe == {10: 3, 20: 2, 80: 2}
-    assert [m for (uuid, m), v in samples.items() if uuid == "GPU-h0000000" and v[12]] == [100]
+    assert sbe == {14: 3, 29: 2, 89: 2}
+    assert [m for (uuid, m), v in samples.items() if uuid == "GPU-h0000000" and v[12]] == [104]
+    pcie = [m for (uuid, m), v in samples.items() if uuid == "GPU-h0000000" and v[6]]
+    assert pcie == [14, 29, 44, 59, 74, 89, 104, 119]
+    assert [m for (uuid, m), v in samples.items() if uuid == "GPU-t0000000" and v[10]] == [44]
     throttled = [m for (u, m), v in samples.items() if u == "GPU-h0000000" and v[8] == 0x44]
     assert throttled == list(range(60, 75))
     remapped = [m for (u, m), v in samples.items() if u == "GPU-t0000000" and v[13] == 1]
@@ -229,14 +240,14 @@ HOURLY_ROWS = [
          sm_occupancy_s=0.1 * 3540, sm_occupancy_data_s=3540, tensor_active_s=0.0,
          tensor_data_s=3600, dram_active_s=0.7 * 3540, dram_data_s=3540, busy_sm_data_s=3600,
          busy_low_sm_s=3600, busy_tensor_data_s=3600, busy_no_tensor_s=3600,
-         sm_clock_mhz_sum=1980.0 * 60, sm_clock_n=60, pcie_bytes_sum=1.5e9 * 60,
-         pcie_bytes_n=60, nvlink_bytes_sum=4.5e9 * 60, nvlink_bytes_n=60, ecc_sbe=5, app_xid=13),
+         sm_clock_mhz_sum=1980.0 * 60, sm_clock_n=60, pcie_bytes_sum=1.5e9 * 4,
+         pcie_bytes_n=4, nvlink_bytes_sum=4.5e9 * 4, nvlink_bytes_n=4, ecc_sbe=5, app_xid=13),
     _row("GPU-h0000000", H1, util_s=0.3 * 3600, sm_active_s=0.6 * 3600, sm_data_s=3600,
          sm_occupancy_s=0.1 * 3600, sm_occupancy_data_s=3600, tensor_active_s=0.4 * 3600,
          tensor_data_s=3600, dram_active_s=0.7 * 3600, dram_data_s=3600, throttled_s=900,
          thermal_s=900, power_cap_s=900, sm_clock_mhz_sum=1500.0 * 60, sm_clock_n=60,
-         pcie_bytes_sum=1.5e9 * 60, pcie_bytes_n=60, nvlink_bytes_sum=4.5e9 * 60,
-         nvlink_bytes_n=60, ecc_sbe=2, nvlink_errors=5, fail_first_ts=H0 + 95 * 60,
+         pcie_bytes_sum=1.5e9 * 4, pcie_bytes_n=4, nvlink_bytes_sum=4.5e9 * 4,
+         nvlink_bytes_n=4, ecc_sbe=2, nvlink_errors=5, fail_first_ts=H0 + 95 * 60,
          fail_xid=79),
     *(
         _row("GPU-l0000001", hour, util_s=0.0, util_data_s=0, sm_active_s=0.5 * 3600,
@@ -245,7 +256,7 @@ HOURLY_ROWS = [
     ),
     _row("GPU-t0000000", H0, util_s=0.9 * 3600, throttled_s=1800, thermal_s=1800,
          sm_clock_mhz_sum=1590.0 * 60, sm_clock_n=60, ecc_dbe=1, row_remap_failure=1,
-         fail_first_ts=H0 + 40 * 60),
+         fail_first_ts=H0 + 44 * 60),  # the DBE of minute 40, on its interval's last row
     _row("GPU-t0000000", H1, util_s=0.9 * 3600, sm_clock_mhz_sum=1590.0 * 60, sm_clock_n=60,
          row_remap_failure=1, fail_first_ts=H1),
 ]  # fmt: skip
@@ -364,3 +375,32 @@ def test_a_shared_gpu_seen_whole_gives_every_slot_its_readings() -> None:
     got = sorted(zip(slots, *(filled.values[n].tolist() for n in names), strict=True))
     assert got == [(0, 0.25, 4.0), (1, 0.25, 4.0)]
     assert "sm_active_ratio" not in filled.values, "a field not read stays absent (NULL)"
+
+
+def _counts(engine: Engine, uuid: str, column: int) -> dict[int, Any]:
+    return {m: v[column] for (u, m), v in _samples(engine).items() if u == uuid and v[column]}
+
+
+def test_seven_minute_pages_count_every_event_once_and_again_the_same(
+    prometheus: PrometheusProcess, tmp_path: Any
+) -> None:
+    """Pages of 7 minutes cut the 15-minute intervals: each page reads the part of an interval
+    its own time holds, so every increase is counted once, on the page's last row of that part
+    (the SBE +3 of minute 10 in page 7-13, the +2 of minute 20 in page 14-20, the +2 of minute
+    80 in page 77-83; the DBE of minute 40 in page 35-41, the NVLink errors of minute 100 in page
+    98-104), and collecting again stores the same counts."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'gw.db'}")
+    upgrade(engine)
+    for _ in range(2):
+        _collect(engine, prometheus.url, page_s=7 * 60)
+        assert _counts(engine, "GPU-h0000000", 9) == {13: 3, 20: 2, 83: 2}
+        assert _counts(engine, "GPU-h0000000", 12) == {104: 5}
+        assert _counts(engine, "GPU-t0000000", 10) == {41: 1}
+        pcie = _counts(engine, "GPU-h0000000", 6)
+        assert pcie == {m: 1.5e9 for m in (14, 29, 44, 59, 74, 89, 104, 119)}
+        hours = {(r["uuid"], r["hour_ts"]): r for r in _hourly(engine)}
+        assert hours[("GPU-h0000000", H0)]["ecc_sbe"] == 5
+        assert hours[("GPU-h0000000", H1)]["ecc_sbe"] == 2
+        assert hours[("GPU-t0000000", H0)]["ecc_dbe"] == 1
+        assert hours[("GPU-t0000000", H0)]["fail_first_ts"] == H0 + 41 * 60
+    engine.dispose()

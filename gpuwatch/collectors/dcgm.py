@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuwatch.collectors import promjson, screen
+from gpuwatch.collectors import intervals, promjson, screen
 from gpuwatch.collectors.bounds import BOUNDS, bounded, health_values
 from gpuwatch.collectors.dcgm_labels import (
     REMEMBERED_SERIES,
@@ -299,20 +299,26 @@ def _rows(
     table: _SeriesTable,
     grid: _Grid,
     capacity: tuple[np.ndarray, int, int],
+    spread: Mapping[str, intervals.Points],
 ) -> PageSamples:
     nan = np.full(len(best), np.nan)
-    grids = {f.field: readings.get(f.field, nan) for f in FIELDS if not f.capacity}
+    grids = {f.field: readings.get(f.field, nan) for f in FIELDS if not (f.capacity or f.coarse)}
     has_reading = np.zeros(len(best), dtype=bool)
     for name, column in grids.items():
         if name not in HEALTH_VALUE_COLUMNS:
             has_reading |= ~np.isnan(column)
     cells = np.flatnonzero(has_reading)
     at = {name: column[cells] for name, column in grids.items()}
-    health = health_values({name: at[name] for name in HEALTH_VALUE_COLUMNS if name in readings})
     prof, dev = at["util_prof"], at["util_dev_pct"] / 100.0
     signal = np.where(~np.isnan(prof), 1, np.where(~np.isnan(dev), 2, 0)).astype(np.int8)
     unit = cells // grid.size
     ts = grid.t0 + (cells % grid.size) * grid.step_s
+    kinds = {f.field: f.coarse for f in FIELDS if f.coarse}
+    for name, points in spread.items():
+        count = kinds[name] == intervals.COUNT
+        at[name] = intervals.place((unit, ts), points, grid.step_s, capacity[2], count)
+    read = {*readings, *spread}
+    health = health_values({name: at[name] for name in HEALTH_VALUE_COLUMNS if name in read})
     total = _capacity_at(capacity, unit, ts)
     present, unit = np.unique(unit, return_inverse=True)
     keys = [table.units[u] for u in present.tolist()]
@@ -357,6 +363,8 @@ def page_samples(
     their own every ``capacity_step_s`` (``step_s`` when None), at its multiples: a row takes
     the total of the last capacity instant at or before it, else of the next one (NaN where
     neither has a reading), never another one, so the total does not depend on the page.
+    The error counts and link bandwidth (``FieldQuery.coarse``) are one reading per interval of
+    ``capacity_step_s``, each placed on one row of its unit (:mod:`gpuwatch.collectors.intervals`).
 
     ``keep_device_slots``: the device-level series of a GPU with per-pod (``vgpu``) series
     becomes a unit of slot ``DEVICE_SLOT`` instead of being ignored, for
@@ -367,16 +375,19 @@ def page_samples(
         for name, value in results.items()
     }
     table = _series_table(matrices, variants, keep_device_slots)
-    coarse = {f.field for f in FIELDS if f.capacity}
+    coarse = {f.field for f in FIELDS if f.capacity or f.coarse}
     fine = {name: m for name, m in matrices.items() if name not in coarse}
     if not table.units or not any(len(m.ts) for m in fine.values()):
         return replace(empty_page(table.identities), issues=table.issues)
     offsets = _offsets(matrices)
     grid = _grid(fine, step_s)
     readings, best = _place(fine, offsets, table, grid)
-    capacity_fields = {name: m for name, m in matrices.items() if name in coarse}
+    capacity_names = {f.field for f in FIELDS if f.capacity}
+    capacity_fields = {name: m for name, m in matrices.items() if name in capacity_names}
     capacity = _capacity(capacity_fields, offsets, table, capacity_step_s or step_s)
-    return replace(_rows(readings, best, table, grid, capacity), issues=table.issues)
+    spread_fields = {n: m for n, m in matrices.items() if n in coarse and n not in capacity_names}
+    spread = intervals.field_readings(spread_fields, offsets, table.unit)
+    return replace(_rows(readings, best, table, grid, capacity, spread), issues=table.issues)
 
 
 def samples_from_results(

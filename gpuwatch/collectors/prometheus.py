@@ -226,8 +226,9 @@ class PrometheusSource:
             (field, query, coarse_first, coarse_last, coarse_s)
             for field, query in self.catalogue.capacity_queries(step_s).items()
         ]
+        plans += self.catalogue.interval_requests(start_ts, last, step_s)
         for field, query, first, final, step in plans:
-            parts[field] = []
+            parts.setdefault(field, [])
             steps = partial(self._steps, field)
             for params in _chunks(query, first, final, step, steps):
                 yield field, params

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuwatch.collectors import intervals
+
 
 @dataclass(frozen=True)
 class FieldQuery:
@@ -36,6 +38,9 @@ class FieldQuery:
     #: earlier``, or the last reading where the counter went down (it was reset). The first
     #: step a series is seen has no increase (no data, never 0).
     counter: bool = False
+    #: Read once per coarse interval (:mod:`gpuwatch.collectors.intervals`): ``"count"``, the
+    #: increase over each interval; ``"mean"``, the average over each whole block.
+    coarse: str = ""
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -67,17 +72,19 @@ FIELDS: tuple[FieldQuery, ...] = (
         "pcie_bytes_per_s",
         "DCGM_FI_PROF_PCIE_TX_BYTES",
         "avg_over_time",
-        "bytes per second, TX + RX",
+        "bytes per second, TX + RX, interval mean",
         also=("DCGM_FI_PROF_PCIE_RX_BYTES",),
         combine="sum",
+        coarse="mean",
     ),
     FieldQuery(
         "nvlink_bytes_per_s",
         "DCGM_FI_PROF_NVLINK_TX_BYTES",
         "avg_over_time",
-        "bytes per second, TX + RX",
+        "bytes per second, TX + RX, interval mean",
         also=("DCGM_FI_PROF_NVLINK_RX_BYTES",),
         combine="sum",
+        coarse="mean",
     ),
     # Health.
     FieldQuery(
@@ -91,33 +98,36 @@ FIELDS: tuple[FieldQuery, ...] = (
         "ecc_sbe_count",
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
         "last_over_time",
-        "correctable ECC errors in the step",
+        "correctable ECC errors in the interval",
         nonzero_only=True,
         also=("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
         counter=True,
+        coarse="count",
     ),
     FieldQuery(
         "ecc_dbe_count",
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "last_over_time",
-        "uncorrectable ECC errors in the step",
+        "uncorrectable ECC errors in the interval",
         nonzero_only=True,
         also=("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
         counter=True,
+        coarse="count",
     ),
     FieldQuery(
         "pcie_replay_count",
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
         "last_over_time",
-        "PCIe replays in the step",
+        "PCIe replays in the interval",
         nonzero_only=True,
         counter=True,
+        coarse="count",
     ),
     FieldQuery(
         "nvlink_error_count",
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
         "last_over_time",
-        "NVLink CRC, replay and recovery errors in the step",
+        "NVLink CRC, replay and recovery errors in the interval",
         nonzero_only=True,
         also=(
             "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
@@ -126,6 +136,7 @@ FIELDS: tuple[FieldQuery, ...] = (
         ),
         combine="sum",
         counter=True,
+        coarse="count",
     ),
     FieldQuery(
         "row_remap_failure",
@@ -176,26 +187,40 @@ class Catalogue:
             parts.append(f"{self.cluster_label}={_quote(self.cluster)}")
         return "{" + ",".join(parts) + "}"
 
-    def _reading(self, query: FieldQuery, window: str, offset: str = "") -> str:
-        """The field's reading over a range ``window`` (``59999ms``), ``offset`` earlier."""
+    def _reading(
+        self, query: FieldQuery, window: str, offset: str = "", over_time: str = ""
+    ) -> str:
+        """The field's reading over a range ``window`` (``59999ms``), ``offset`` earlier, by
+        ``over_time`` (the field's own when empty)."""
         back = f" offset {offset}" if offset else ""
+        over_time = over_time or query.over_time
         if query.combine == "sum" and query.also:
             if query.over_time == "last_over_time":  # keeps the metric name: no clash
-                inner = f"{query.over_time}({self.selector_any(query.metrics)}[{window}]{back})"
+                inner = f"{over_time}({self.selector_any(query.metrics)}[{window}]{back})"
                 return f"sum without () ({inner})"
             first, second = (
-                f"{query.over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics
+                f"{over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics
             )
             return f"({first} + {second}) or {first} or {second}"
-        readings = [f"{query.over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics]
+        readings = [f"{over_time}({self.selector(m)}[{window}]{back})" for m in query.metrics]
         return " or ".join(readings)
 
-    def window_query(self, query: FieldQuery, step_s: int) -> str:
+    def window_query(
+        self,
+        query: FieldQuery,
+        step_s: int,
+        lookback_s: int | None = None,
+        first_s: int | None = None,
+    ) -> str:
         """The query evaluated at each grid instant ``t``: samples in ``(t - step, t]`` only.
 
         The window is one millisecond short of ``step`` so that a sample scraped exactly on a grid
-        instant belongs to that instant alone. A counter's value is its increase since the
-        previous grid instant (``(now - before) >= 0``, or ``now`` where it went down: a reset).
+        instant belongs to that instant alone. A counter's value is its increase since
+        ``t - step``: ``now - before`` where ``before <= now``, else ``now`` (it went down: a
+        reset), ``before`` being its last reading in the ``lookback_s`` (``step_s`` when None)
+        before ``t - step``, else, for a series seen first in the window, its lowest reading there
+        (for a sum of counters: its reading in the window's first ``first_s``), as
+        ``A - (B <= A) or A``.
 
         >>> Catalogue().window_query(FIELDS[0], 60)
         'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[59999ms])'
@@ -205,23 +230,35 @@ class Catalogue:
         >>> Catalogue().window_query(by_name["clock_events"], 60)  # doctest: +NORMALIZE_WHITESPACE
         'last_over_time(DCGM_FI_DEV_CLOCKS_EVENT_REASONS[59999ms])
          or last_over_time(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS[59999ms])'
-        >>> Catalogue().window_query(FieldQuery("n", "C", "last_over_time", "1", counter=True), 60)
-        '(last_over_time(C[59999ms]) - last_over_time(C[59999ms] offset 60s)) >= 0 or \
-last_over_time(C[59999ms]) < last_over_time(C[59999ms] offset 60s)'
+        >>> Catalogue().window_query(FieldQuery("n", "C", "last_over_time", "1", counter=True), 300,
+        ...                          900)  # doctest: +NORMALIZE_WHITESPACE
+        'last_over_time(C[299999ms]) - ((last_over_time(C[899999ms] offset 300s)
+         or min_over_time(C[299999ms])) <= last_over_time(C[299999ms]))
+         or last_over_time(C[299999ms])'
         """
         window = f"{step_s * 1000 - 1}ms"
         if query.counter:
-            now = (
-                f"({self._reading(query, window)})" if query.also else self._reading(query, window)
-            )
-            before_text = self._reading(query, window, f"{step_s}s")
-            before = f"({before_text})" if query.also else before_text
-            promql = f"({now} - {before}) >= 0 or {now} < {before}"
+            back = f"{(lookback_s or step_s) * 1000 - 1}ms"
+            now = self._reading(query, window)
+            before = self._reading(query, back, f"{step_s}s")
+            first = self._first(query, step_s, first_s or step_s)
+            if query.also:
+                now, before, first = f"({now})", f"({before})", f"({first})"
+            promql = f"{now} - (({before} or {first}) <= {now}) or {now}"
             return f"({promql}) != 0" if query.nonzero_only else promql
         promql = self._reading(query, window)
         if query.nonzero_only:
             return f"({promql}) != 0" if len(query.metrics) > 1 else f"{promql} != 0"
         return promql
+
+    def _first(self, query: FieldQuery, step_s: int, first_s: int) -> str:
+        """A counter's reading to count from where it has none before the window of ``step_s``:
+        its lowest in the window; for a sum of counters (whose minima Prometheus cannot tell
+        apart), its reading in the window's first ``first_s``."""
+        if query.combine == "sum" and query.also:
+            offset = f"{step_s - first_s}s" if step_s > first_s else ""
+            return self._reading(query, f"{first_s * 1000 - 1}ms", offset)
+        return self._reading(query, f"{step_s * 1000 - 1}ms", over_time="min_over_time")
 
     def series_count_query(self, span_s: int) -> str:
         """How many DCGM series read every step have a reading in the last ``span_s``, one per
@@ -230,13 +267,17 @@ last_over_time(C[59999ms]) < last_over_time(C[59999ms] offset 60s)'
         >>> Catalogue(fields=FIELDS[:1]).series_count_query(3600)
         'count(last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[3600s]))'
         """
-        read = [f for f in self.fields if not (f.capacity or f.nonzero_only)]
+        read = [f for f in self.fields if not (f.capacity or f.nonzero_only or f.coarse)]
         inner = " or ".join(f"last_over_time({self.selector(f.metric)}[{span_s}s])" for f in read)
         return f"count({inner})"
 
     def queries(self, step_s: int) -> dict[str, str]:
         """Field name → PromQL of the fields read every ``step_s``, for one page."""
-        return {q.field: self.window_query(q, step_s) for q in self.fields if not q.capacity}
+        return {
+            q.field: self.window_query(q, step_s)
+            for q in self.fields
+            if not (q.capacity or q.coarse)
+        }
 
     @staticmethod
     def capacity_step_s(step_s: int) -> int:
@@ -253,3 +294,27 @@ last_over_time(C[59999ms]) < last_over_time(C[59999ms] offset 60s)'
         the value at instant ``T`` is the last reading in ``(T - capacity step, T]``."""
         coarse = self.capacity_step_s(step_s)
         return {q.field: self.window_query(q, coarse) for q in self.fields if q.capacity}
+
+    def interval_requests(
+        self, first_ts: int, last_ts: int, step_s: int
+    ) -> list[tuple[str, str, int, int, int]]:
+        """(field, PromQL, first instant, last instant, step) of the coarse-interval fields of
+        the page whose instants are ``first_ts..last_ts`` (:mod:`gpuwatch.collectors.intervals`):
+        per field one range query over whole blocks, and one single-instant query for each
+        shorter interval at an end of the page (counts only)."""
+        coarse = self.capacity_step_s(step_s)
+        out: list[tuple[str, str, int, int, int]] = []
+        for q in self.fields:
+            if q.coarse == intervals.MEAN:
+                blocks = intervals.mean_plan(first_ts, last_ts, step_s, coarse)
+                if blocks is not None:
+                    out.append((q.field, self.window_query(q, coarse), *blocks, coarse))
+            elif q.coarse == intervals.COUNT:
+                whole, partial = intervals.count_plan(first_ts, last_ts, step_s, coarse)
+                if whole is not None:
+                    promql = self.window_query(q, coarse, coarse, step_s)
+                    out.append((q.field, promql, *whole, coarse))
+                for end, length in partial:
+                    promql = self.window_query(q, length, coarse, step_s)
+                    out.append((q.field, promql, end, end, coarse))
+        return out
