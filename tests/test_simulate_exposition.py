@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuwatch.collectors.dcgm import LabelVariants, samples_from_results
+from gpuwatch.collectors.dcgm import BOUNDS, LabelVariants, samples_from_results
 from gpuwatch.collectors.promql import FIELDS
 from gpuwatch.simulate.exposition import (
     BLANK_ONE_IN,
@@ -309,12 +309,14 @@ def _text(value: object) -> str | None:
 
 def _collector_results(text: str) -> dict[str, list[dict[str, Any]]]:
     """What Prometheus would answer for each field after scraping ``text`` at TS, one scrape
-    target per node (``instance`` = the node's hostname label)."""
-    results: dict[str, list[dict[str, Any]]] = {f.field: [] for f in FIELDS}
+    target per node (``instance`` = the node's hostname label): the gauges the collector reads
+    (a counter's increase needs two scrapes)."""
+    fields = [f for f in FIELDS if f.field in BOUNDS and not f.counter]
+    results: dict[str, list[dict[str, Any]]] = {f.field: [] for f in fields}
     for sample in parse_exposition(text):
         labels = {**sample.labels, "__name__": sample.name, "job": "dcgm-exporter"}
         labels["instance"] = _host(sample)
-        for field in (f.field for f in FIELDS if f.metric == sample.name):
+        for field in (f.field for f in fields if f.metric == sample.name):
             results[field].append({"metric": labels, "values": [[TS, sample.text]]})
     return results
 

@@ -44,6 +44,13 @@ from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.simulate.dra import claim_name, is_dra
 from gpuwatch.simulate.dra_names import DRIVER, mig_uuid
+from gpuwatch.simulate.exposition_health import (
+    HEALTH_FAMILIES,
+    SM_CLOCK,
+    device_values,
+    profiling_values,
+    summed_profiling,
+)
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, NodeSpec
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.kube_objects import (
@@ -66,7 +73,6 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 MEMORY_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"
-SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 
 #: Metric families in exposition order: name → (type, help text as dcgm-exporter writes it).
@@ -82,11 +88,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     FB_RESERVED: ("gauge", "Framebuffer memory reserved (in MiB)."),
     XID: ("gauge", "Value of the last XID error encountered."),
     PROF_UTIL: ("gauge", "Ratio of time the graphics engine is active."),
+    **HEALTH_FAMILIES,
 }
 #: Share of a whole GPU's framebuffer the driver reserves (reported as FB_RESERVED).
 RESERVED_SHARE = 0.006
-_BOOST_MHZ = {"A100": 1410, "H100": 1980, "L4": 2040, "T4": 1590}
-_IDLE_MHZ = 210
 _HBM_MODELS = ("A100", "H100")
 _REBOOT_PERIOD_S = 90 * DAY_S
 
@@ -258,22 +263,19 @@ def _util(unit: GpuUnit, util_ratio: float, ts: int, blank: bool) -> dict[str, s
     return {family: f"{util_ratio:.6f}"}
 
 
-def _device_readings(
-    node: NodeSpec, unit: GpuUnit, row: Any, ts: int, busy: bool
-) -> dict[str, str]:
+def _device_readings(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """Readings of the physical GPU (copied onto every series of a shared GPU)."""
     temp = round(float(row.temp_c))
-    model = next((m for m in _BOOST_MHZ if m in node.gpu_model), "")
+    hbm = any(model in node.gpu_model for model in _HBM_MODELS)
     values = {
-        SM_CLOCK: str(_BOOST_MHZ.get(model, 1400) if busy else _IDLE_MHZ),
-        MEMORY_TEMP: str(temp + 3 if model in _HBM_MODELS else 0),
+        MEMORY_TEMP: str(temp + 3 if hbm else 0),
         GPU_TEMP: str(temp),
         XID: str(int(row.xid)),
     }
     if not math.isnan(float(row.power_w)):
         values[POWER] = f"{float(row.power_w):.6f}"
         values[ENERGY] = str(_energy_mj(node, unit, ts))
-    return values
+    return values | device_values(node, unit, row, ts)
 
 
 def _energy_mj(node: NodeSpec, unit: GpuUnit, ts: int) -> int:
@@ -295,14 +297,14 @@ def _memory(total: float, used: float, whole_gpu: bool) -> dict[str, str]:
 def _unit_values(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """A whole GPU or a MIG instance."""
     used, total = float(row.fb_used_mib), float(row.fb_total_mib)
-    values = _device_readings(node, unit, row, ts, float(row.util_ratio) > 0.05)
+    values = _device_readings(node, unit, row, ts) | profiling_values(row)
     values |= _memory(total, used, unit.mig_gi_id < 0)
     return values | _util(unit, float(row.util_ratio), ts, blank=True)
 
 
 def _slot_values(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """A held replica slot of a time-sliced GPU: its own utilization and memory use."""
-    values = _device_readings(node, unit, row, ts, float(row.util_ratio) > 0.0)
+    values = _device_readings(node, unit, row, ts) | profiling_values(row)
     values[FB_USED] = str(int(float(row.fb_used_mib)))
     return values | _util(unit, float(row.util_ratio), ts, blank=True)
 
@@ -312,7 +314,9 @@ def _device_values(node: NodeSpec, members: list[tuple[GpuUnit, Any]], ts: int) 
     unit, first = members[0]
     util = min(1.0, sum(float(row.util_ratio) for _, row in members))
     used = sum(float(row.fb_used_mib) for _, row in members)
-    values = _device_readings(node, unit, first, ts, util > 0.05)
+    values = _device_readings(node, unit, first, ts) | summed_profiling(
+        (r for _, r in members), util
+    )
     values[XID] = str(max(int(row.xid) for _, row in members))
     values |= _memory(float(first.fb_total_mib), used, True)
     return values | _util(unit, util, ts, blank=False)
