@@ -26,7 +26,12 @@ What the text shows, node by node:
   ``dra_pool_name`` (MIG devices also ``dra_mig_profile`` and ``dra_mig_device_uuid``); a claim
   shared by k pods gives k series with the same values, one per pod, and no ``vgpu``; a device
   no claim holds has one plain series;
-- a node whose exporter is down (an outage window) has no series at all;
+- efficiency and health families (:mod:`gpuwatch.simulate.exposition_health`): profiling
+  gauges where the unit exports ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, NVLink bytes on whole GPUs of
+  NVLink models, SM clock, clock-event bitmask (its older name on one node), ECC, PCIe replay
+  and NVLink error counters and the row-remap failure flag where the GPU has them;
+- a node whose exporter is down (an outage window) has no series at all, nor has a failed GPU
+  during its silence;
 - utilization reads as the blank sentinel ``9223372036854775794`` for about one unit-instant in
   ``BLANK_ONE_IN`` (a deterministic draw, see :func:`is_blank`), as DCGM reports blank fields.
 """

@@ -13,7 +13,11 @@ share of the physical GPU, so the slots of a GPU add up to the device's utilizat
 alike). The slots of a DRA device that a claim shares between pods all carry the device's
 readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
 ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
-MIG instances report no power (NaN). String key columns are pandas categoricals.
+MIG instances report no power (NaN). The efficiency and health columns
+(``gpuwatch.store.models.HEALTH_SAMPLE_FIELDS``) are what ``gpuwatch collect`` stores from the
+simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where the unit does not export the
+field, and for counters where the step saw no increase. A failed GPU's silence removes its rows,
+as an outage does. String key columns are pandas categoricals.
 """
 
 from __future__ import annotations
