@@ -11,13 +11,14 @@ binary type, and a missing reading (NaN) sent as NULL.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from sqlalchemy import BigInteger, Connection, Float, Integer, SmallInteger
 
-from gpuwatch.store.models import SAMPLE_FIELDS, GpuSample
+from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS, SAMPLE_FIELDS, GpuSample
 
 SAMPLES_TABLE = GpuSample.__tablename__
 TEMP_TABLE = "gpuwatch_samples_in"
@@ -36,26 +37,39 @@ def _wire_type(column_type: Any) -> str:
     return ">f8"
 
 
-_WIRE = {name: _wire_type(GpuSample.__table__.c[name].type) for name in SAMPLE_FIELDS}
-_ROW = np.dtype(
-    [("fields", ">i2")]
-    + [item for name in SAMPLE_FIELDS for item in ((f"{name}_len", ">i4"), (name, _WIRE[name]))]
-)
-
-_OFFSETS = {name: int(_ROW.fields[name][1]) for name in SAMPLE_FIELDS} if _ROW.fields else {}
+#: Every sample column's wire type (the health readings included).
+_WIRE = {
+    name: _wire_type(GpuSample.__table__.c[name].type)
+    for name in (*SAMPLE_FIELDS, *HEALTH_SAMPLE_FIELDS)
+}
 
 
-def binary_rows(columns: Sequence[np.ndarray], start: int, stop: int) -> bytes:
-    """Rows ``start:stop`` in COPY's binary format (no file header or trailer).
+@functools.lru_cache(maxsize=16)
+def _layout(names: tuple[str, ...]) -> tuple[np.dtype[Any], dict[str, int]]:
+    """The full-width binary row of ``names`` and each value's byte offset in it."""
+    row = np.dtype(
+        [("fields", ">i2")]
+        + [item for name in names for item in ((f"{name}_len", ">i4"), (name, _WIRE[name]))]
+    )
+    assert row.fields is not None
+    return row, {name: int(row.fields[name][1]) for name in names}
+
+
+def binary_rows(
+    columns: Sequence[np.ndarray], start: int, stop: int, names: Sequence[str] = SAMPLE_FIELDS
+) -> bytes:
+    """Rows ``start:stop`` of the columns of ``names`` in COPY's binary format (no file header
+    or trailer).
 
     Every row is first laid out at full width; the value bytes of NULL fields are then cut out
     with one boolean mask over the bytes (a NULL is its length, -1, and nothing else).
     """
+    layout, offsets = _layout(tuple(names))
     count = stop - start
-    out = np.zeros(count, dtype=_ROW)
-    out["fields"] = len(SAMPLE_FIELDS)
-    keep = np.ones((count, _ROW.itemsize), dtype=bool)
-    for name, column in zip(SAMPLE_FIELDS, columns, strict=True):
+    out = np.zeros(count, dtype=layout)
+    out["fields"] = len(names)
+    keep = np.ones((count, layout.itemsize), dtype=bool)
+    for name, column in zip(names, columns, strict=True):
         values = column[start:stop]
         width = np.dtype(_WIRE[name]).itemsize
         missing = np.isnan(values) if values.dtype.kind == "f" else None
@@ -65,19 +79,20 @@ def binary_rows(columns: Sequence[np.ndarray], start: int, stop: int) -> bytes:
             continue
         out[f"{name}_len"] = np.where(missing, -1, width)
         out[name] = np.where(missing, 0, values)
-        offset = _OFFSETS[name]
+        offset = offsets[name]
         keep[:, offset : offset + width] = ~missing[:, None]
-    raw = out.view(np.uint8).reshape(count, _ROW.itemsize)
+    raw = out.view(np.uint8).reshape(count, layout.itemsize)
     return bytes(raw[keep]) if not keep.all() else out.tobytes()
 
 
-def _copy(cursor: Any, table: str, columns: Sequence[np.ndarray]) -> None:
-    sql = f"COPY {table} ({', '.join(SAMPLE_FIELDS)}) FROM STDIN (FORMAT BINARY)"
+def _copy(cursor: Any, table: str, columns: Sequence[np.ndarray], names: Sequence[str]) -> None:
+    sql = f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
     with cursor.copy(sql) as copy:
         copy.write(_HEADER)
         count = len(columns[0])
         for start in range(0, count, _ROWS_PER_WRITE):
-            copy.write(binary_rows(columns, start, min(start + _ROWS_PER_WRITE, count)))
+            stop = min(start + _ROWS_PER_WRITE, count)
+            copy.write(binary_rows(columns, start, stop, names))
         copy.write(_TRAILER)
 
 
@@ -88,13 +103,13 @@ def _any_stored(cursor: Any, first_ts: int, last_ts: int) -> bool:
     return cursor.fetchone() is not None
 
 
-def _copy_direct(cursor: Any, columns: Sequence[np.ndarray]) -> bool:
+def _copy_direct(cursor: Any, columns: Sequence[np.ndarray], names: Sequence[str]) -> bool:
     """Copy straight into ``gpu_samples``; False (and nothing written) on a stored duplicate."""
     import psycopg  # only ever needed on PostgreSQL
 
     cursor.execute("SAVEPOINT gpuwatch_samples")
     try:
-        _copy(cursor, SAMPLES_TABLE, columns)
+        _copy(cursor, SAMPLES_TABLE, columns, names)
     except psycopg.errors.UniqueViolation:
         cursor.execute("ROLLBACK TO SAVEPOINT gpuwatch_samples")
         copied = False
@@ -104,30 +119,41 @@ def _copy_direct(cursor: Any, columns: Sequence[np.ndarray]) -> bool:
     return copied
 
 
-def _upsert_via_temp(cursor: Any, columns: Sequence[np.ndarray]) -> None:
+def _upsert_via_temp(
+    cursor: Any, columns: Sequence[np.ndarray], names: Sequence[str], cleared: Sequence[str]
+) -> None:
     cursor.execute(
         f"CREATE TEMPORARY TABLE IF NOT EXISTS {TEMP_TABLE} (LIKE {SAMPLES_TABLE}) ON COMMIT DROP"
     )
-    _copy(cursor, TEMP_TABLE, columns)
-    names = ", ".join(SAMPLE_FIELDS)
-    updates = ", ".join(f"{name} = excluded.{name}" for name in SAMPLE_FIELDS[2:])
+    _copy(cursor, TEMP_TABLE, columns, names)
+    listed = ", ".join(names)
+    updates = ", ".join(
+        [f"{name} = excluded.{name}" for name in names[2:]] + [f"{name} = NULL" for name in cleared]
+    )
     cursor.execute(
-        f"INSERT INTO {SAMPLES_TABLE} ({names}) SELECT {names} FROM {TEMP_TABLE} "  # noqa: S608
+        f"INSERT INTO {SAMPLES_TABLE} ({listed}) SELECT {listed} FROM {TEMP_TABLE} "  # noqa: S608
         f"ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}"
     )
     cursor.execute(f"TRUNCATE {TEMP_TABLE}")
 
 
-def write_samples(conn: Connection, columns: Sequence[np.ndarray]) -> None:
-    """Upsert the rows of columns given in :data:`SAMPLE_FIELDS` order, in their order (unique
-    on (gpu_id, ts))."""
+def write_samples(
+    conn: Connection,
+    columns: Sequence[np.ndarray],
+    names: Sequence[str] = SAMPLE_FIELDS,
+    cleared: Sequence[str] = (),
+) -> None:
+    """Upsert the rows of ``columns`` (those of ``names``, :data:`SAMPLE_FIELDS` first), in
+    their order (unique on (gpu_id, ts)); on a stored row the columns of ``cleared`` become
+    NULL."""
     driver = conn.connection.driver_connection  # psycopg's own connection, for cursor.copy
     assert driver is not None
     cursor = driver.cursor()
     try:
-        ts = columns[SAMPLE_FIELDS.index("ts")]
-        if not _any_stored(cursor, int(ts.min()), int(ts.max())) and _copy_direct(cursor, columns):
+        ts = columns[list(names).index("ts")]
+        fits = not _any_stored(cursor, int(ts.min()), int(ts.max()))
+        if fits and _copy_direct(cursor, columns, names):
             return
-        _upsert_via_temp(cursor, columns)
+        _upsert_via_temp(cursor, columns, names, cleared)
     finally:
         cursor.close()

@@ -6,9 +6,9 @@ Writing the same facts twice changes nothing: entity rows are keyed by their nat
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -17,7 +17,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuwatch.store import pgcopy
 from gpuwatch.store.models import (
-    SAMPLE_FIELDS,
     Cluster,
     CollectionState,
     Gpu,
@@ -26,6 +25,9 @@ from gpuwatch.store.models import (
     Node,
     Pod,
 )
+# Re-exported: ``SampleColumns(..., health={name: array})`` also carries the efficiency and health
+# readings (``HEALTH_SAMPLE_FIELDS``; a name not given is stored NULL).
+from gpuwatch.store.sample_columns import SampleColumns as SampleColumns  # noqa: PLC0414
 
 _CHUNK = 20_000
 
@@ -140,45 +142,6 @@ def write_gpus(
     return id_map(conn, Gpu, cluster_id, GPU_KEY)
 
 
-@dataclass(frozen=True)
-class SampleColumns:
-    """Samples as columns, one numpy array per :data:`SAMPLE_FIELDS` name, one entry per row.
-
-    ``gpu_id``, ``ts`` and ``step_s`` are integers; the other columns are floats, NaN for a
-    missing reading (NULL), holding whole numbers where the column is an integer.
-    """
-
-    gpu_id: np.ndarray
-    ts: np.ndarray
-    step_s: np.ndarray
-    pod_id: np.ndarray
-    util_ratio: np.ndarray
-    util_signal: np.ndarray
-    fb_used_mib: np.ndarray
-    fb_total_mib: np.ndarray
-    power_w: np.ndarray
-    temp_c: np.ndarray
-    xid: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    def columns(self) -> list[np.ndarray]:
-        return [getattr(self, name) for name in SAMPLE_FIELDS]
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[Sequence[Any]]) -> SampleColumns:
-        """Columns of sample tuples in :data:`SAMPLE_FIELDS` order (None or NaN: missing)."""
-        table = [tuple(row) for row in rows]
-        data = list(zip(*table, strict=True)) if table else [()] * len(SAMPLE_FIELDS)
-        return cls(
-            *(
-                np.asarray(column, dtype=np.int64 if index < 3 else np.float64)
-                for index, column in enumerate(data)
-            )
-        )
-
-
 #: Rows are written in blocks of this many steps, each block GPU by GPU (see _write_order).
 _BLOCK_STEPS = 30
 
@@ -211,18 +174,23 @@ def _write_order(samples: SampleColumns) -> np.ndarray:
 def unique_samples(samples: SampleColumns) -> SampleColumns:
     """The rows in write order (:func:`_write_order`), the last of a repeated (gpu_id, ts) only."""
     order = _write_order(samples) if len(samples) else np.zeros(0, dtype=np.int64)
-    return SampleColumns(*(column[order] for column in samples.columns()))
+    return samples.take(order)
 
 
 #: Rows per INSERT statement on SQLite (each one step, run without holding the GIL).
 _SQLITE_ROWS = 2000
 
 
-def _upsert_sql(mark: str, rows: int) -> str:
-    updates = ", ".join(f"{name} = excluded.{name}" for name in SAMPLE_FIELDS[2:])
-    one = f"({', '.join([mark] * len(SAMPLE_FIELDS))})"
+@functools.lru_cache(maxsize=16)
+def _upsert_sql(mark: str, rows: int, names: tuple[str, ...], cleared: tuple[str, ...]) -> str:
+    """The upsert of ``rows`` rows of ``names``; on a stored (gpu_id, ts) every column is
+    replaced, those of ``cleared`` (no value given) by NULL."""
+    updates = ", ".join(
+        [f"{name} = excluded.{name}" for name in names[2:]] + [f"{name} = NULL" for name in cleared]
+    )
+    one = f"({', '.join([mark] * len(names))})"
     return (
-        f"INSERT INTO {GpuSample.__tablename__} ({', '.join(SAMPLE_FIELDS)}) "  # noqa: S608
+        f"INSERT INTO {GpuSample.__tablename__} ({', '.join(names)}) "  # noqa: S608
         f"VALUES {', '.join([one] * rows)} "
         f"ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}"
     )
@@ -232,9 +200,10 @@ def _write_sqlite(conn: Connection, samples: SampleColumns) -> None:
     """Multi-row upserts: one statement (one step) per ``_SQLITE_ROWS`` rows.
 
     Every value is bound as a float: SQLite stores NaN as NULL and a whole float in an INTEGER
-    column as that integer, so what is stored is what integer binding would store.
+    column as that integer, so what is stored is what integer binding would store. Health
+    readings that no row has are not bound at all (NULL, as on a stored row they replace).
     """
-    columns = samples.columns()
+    names, columns, cleared = samples.stored()
     limit = max(1, _sqlite_variables(conn) // len(columns))
     per = min(_SQLITE_ROWS, limit)
     count = len(samples)
@@ -253,9 +222,9 @@ def _write_sqlite(conn: Connection, samples: SampleColumns) -> None:
     try:
         if full:
             chunks = (values(start, start + per) for start in range(0, full, per))
-            cursor.executemany(_upsert_sql("?", per), chunks)
+            cursor.executemany(_upsert_sql("?", per, names, cleared), chunks)
         if full < count:
-            cursor.execute(_upsert_sql("?", count - full), values(full, count))
+            cursor.execute(_upsert_sql("?", count - full, names, cleared), values(full, count))
     finally:
         cursor.close()
 
@@ -290,7 +259,8 @@ def write_unique_samples(conn: Connection, samples: SampleColumns) -> int:
     if not len(samples):
         return 0
     if conn.dialect.name == "postgresql":
-        pgcopy.write_samples(conn, samples.columns())
+        names, columns, cleared = samples.stored()
+        pgcopy.write_samples(conn, columns, names, cleared)
     else:
         _write_sqlite(conn, samples)
     return len(samples)
