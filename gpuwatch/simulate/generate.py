@@ -32,14 +32,7 @@ from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.simulate.dra import DRA_DEVICE_COLUMNS, dra_devices_frame
 from gpuwatch.simulate.fleet import Fleet
-from gpuwatch.simulate.health import (
-    apply_xid_events,
-    clocks,
-    counter_increases,
-    health_units,
-    profiling,
-    silent,
-)
+from gpuwatch.simulate.health import apply_xid_events, health_columns, silent
 from gpuwatch.simulate.noise import slow_uniform, stable_hash, uniform, unit_keys
 from gpuwatch.simulate.patterns import (
     activity,
@@ -337,7 +330,7 @@ def _exporter_up(fleet: Fleet, ts: I64) -> BOOL:
 
 
 def _samples(fleet: Fleet, ts: I64, step_s: int, instances: list[PodInstance]) -> pd.DataFrame:
-    table, units = _unit_table(fleet), health_units(fleet)
+    table = _unit_table(fleet)
     grid = _fill(fleet, table, ts, instances)
     apply_xid_events(fleet, grid.xid, ts, grid.holder, instances)
     # As exported: whole percents for DCGM_FI_DEV_GPU_UTIL, six decimals for the PROF ratio.
@@ -346,19 +339,14 @@ def _samples(fleet: Fleet, ts: I64, step_s: int, instances: list[PodInstance]) -
     )
     device_util = _device_util(table, grid.util)
     power, temp = _device(table, ts, device_util)
-    clock, events = clocks(units, device_util, ts)
     values = {
         "util_ratio": grid.util,
         "fb_used_mib": np.round(grid.memory * table.memory[:, None]),
         "power_w": power,
         "temp_c": temp,
-        **profiling(fleet, units, grid.util, grid.holder, instances),
-        "sm_clock_mhz": clock[table.physical],
-        "clock_events": events[table.physical],
     }
-    before = _exporter_up(fleet, ts - step_s)
-    values |= counter_increases(fleet, units, ts, step_s, before)
-    keep = _exporter_up(fleet, ts).ravel()
+    up = _exporter_up(fleet, ts)
+    keep = up.ravel()
     unit = np.repeat(np.arange(len(fleet.units)), len(ts))[keep]
     frame = _key_columns(fleet, table, unit, grid.holder.ravel()[keep], instances)
     frame["ts"] = np.tile(ts, len(fleet.units))[keep]
@@ -368,7 +356,10 @@ def _samples(fleet: Fleet, ts: I64, step_s: int, instances: list[PodInstance]) -
     frame["util_signal"] = _categorical(table.is_dev[unit].astype(np.int64), UTIL_SIGNAL_NAMES)
     frame["fb_total_mib"] = table.memory[unit]
     frame["xid"] = grid.xid.ravel()[keep]
-    frame["row_remap_failure"] = np.full(len(unit), np.nan)
+    reported = (up, _exporter_up(fleet, ts - step_s))
+    frame |= health_columns(
+        fleet, ts, step_s, (grid.util, device_util), grid.holder, instances, reported
+    )
     return pd.DataFrame(frame, columns=list(SAMPLE_COLUMNS))
 
 

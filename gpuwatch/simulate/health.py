@@ -17,6 +17,7 @@ the simulated exporter (NaN: no reading):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from gpuwatch.simulate.layout_health import (
     THERMAL_CLOCK_SHARE,
     THERMAL_HOURS,
 )
+from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 
 if TYPE_CHECKING:
     from gpuwatch.simulate.fleet import Fleet, GpuUnit
@@ -56,13 +58,6 @@ IDLE_MHZ = 210
 #: several GPUs.
 PCIE_PEAK_BYTES_PER_S = 6.0e9
 NVLINK_PEAK_BYTES_PER_S = 8.0e10
-PROFILING_FIELDS = (
-    "sm_active_ratio",
-    "sm_occupancy_ratio",
-    "tensor_active_ratio",
-    "dram_active_ratio",
-    "pcie_bytes_per_s",
-)
 COUNTER_FIELDS = ("ecc_sbe_count", "ecc_dbe_count", "pcie_replay_count", "nvlink_error_count")
 
 
@@ -110,35 +105,66 @@ def health_units(fleet: Fleet) -> HealthUnits:
     )
 
 
-def profiling(
+def health_columns(
+    fleet: Fleet,
+    ts: I64,
+    step_s: int,
+    util: tuple[F64, F64],
+    holder: NDArray[np.int32],
+    instances: list[PodInstance],
+    reported: tuple[BOOL, BOOL],
+) -> dict[str, F64]:
+    """The health columns of the sample rows kept (``reported[0]``, unit × instant, flattened
+    unit by unit), in ``HEALTH_SAMPLE_FIELDS`` order. ``util``: each unit's and each physical
+    GPU's utilization; ``holder``: the index in ``instances`` of the pod holding each unit
+    (-1: none); ``reported[1]``: whether each unit reported a step earlier. One grid at a time:
+    the columns are the demo's largest arrays."""
+    units, (unit_util, device_util) = health_units(fleet), util
+    keep = reported[0].ravel()
+    columns = {
+        name: grid.ravel()[keep]
+        for name, grid in _profiling(fleet, units, unit_util, holder, instances)
+    }
+    physical = np.array([u.physical for u in fleet.units], dtype=np.int64)
+    clock, events = clocks(units, device_util, ts)
+    columns["sm_clock_mhz"] = clock[physical].ravel()[keep]
+    columns["clock_events"] = events[physical].ravel()[keep]
+    increases = counter_increases(fleet, units, ts, step_s, reported[1])
+    position = (np.cumsum(keep) - 1).reshape(reported[0].shape)
+    for name in (*COUNTER_FIELDS, "row_remap_failure"):
+        columns[name] = np.full(int(keep.sum()), np.nan)
+        for row, values in increases.get(name, {}).items():
+            mine = reported[0][row]
+            columns[name][position[row][mine]] = values[mine]
+    return {name: columns[name] for name in HEALTH_SAMPLE_FIELDS}
+
+
+def _profiling(
     fleet: Fleet,
     units: HealthUnits,
     util: F64,
     holder: NDArray[np.int32],
     instances: list[PodInstance],
-) -> dict[str, F64]:
-    """The profiling ratios and PCIe/NVLink bytes per (unit, instant), NaN where not exported;
-    ``holder`` is the index in ``instances`` of the pod holding each unit (-1: none)."""
+) -> Iterator[tuple[str, F64]]:
+    """The profiling ratios and PCIe/NVLink bytes per (unit, instant), NaN where not exported,
+    one field at a time."""
     workloads = [*(w.efficiency for w in fleet.workloads), DEFAULT_EFFICIENCY]
     of_instance = np.array([i.workload for i in instances] + [len(fleet.workloads)], np.int64)
     efficiency = of_instance[holder]
+    prof = units.prof[:, None]
 
     def share(name: str) -> F64:
         return np.array([getattr(e, name) for e in workloads], dtype=np.float64)[efficiency]
 
     sm = np.round(util * share("sm_per_util"), 6)
-    values = {
-        "sm_active_ratio": sm,
-        "sm_occupancy_ratio": np.round(sm * share("occupancy_per_sm"), 6),
-        "tensor_active_ratio": np.round(sm * share("tensor_per_sm"), 6),
-        "dram_active_ratio": np.round(util * share("dram_per_util"), 6),
-        "pcie_bytes_per_s": np.round(util * PCIE_PEAK_BYTES_PER_S),
-    }
-    out = {name: np.where(units.prof[:, None], v, np.nan) for name, v in values.items()}
+    yield "sm_active_ratio", np.where(prof, sm, np.nan)
+    yield "sm_occupancy_ratio", np.where(prof, np.round(sm * share("occupancy_per_sm"), 6), np.nan)
+    yield "tensor_active_ratio", np.where(prof, np.round(sm * share("tensor_per_sm"), 6), np.nan)
+    yield "dram_active_ratio", np.where(prof, np.round(util * share("dram_per_util"), 6), np.nan)
+    yield "pcie_bytes_per_s", np.where(prof, np.round(util * PCIE_PEAK_BYTES_PER_S), np.nan)
     several = np.array([len(i.units) > 1 for i in instances] + [False], dtype=np.bool_)[holder]
     nvlink = np.where(several, np.round(util * NVLINK_PEAK_BYTES_PER_S), 0.0)
-    out["nvlink_bytes_per_s"] = np.where(units.nvlink[:, None], nvlink, np.nan)
-    return out
+    yield "nvlink_bytes_per_s", np.where(units.nvlink[:, None], nvlink, np.nan)
 
 
 def _in_hours(ts: I64, hours: tuple[float, float]) -> BOOL:
@@ -192,11 +218,12 @@ def silent(fleet: Fleet, ts: I64) -> BOOL:
 
 def counter_increases(
     fleet: Fleet, units: HealthUnits, ts: I64, step_s: int, reported_before: BOOL
-) -> dict[str, F64]:
-    """Per counter field, the increase over the step ending at each instant, NaN where it is 0
-    or the unit had no reading a step earlier (``reported_before``); the ECC counts on units
-    that export ECC counters only. NVLink error counts are always 0 (NaN)."""
-    out = {name: np.full((len(fleet.units), len(ts)), np.nan) for name in COUNTER_FIELDS}
+) -> dict[str, dict[int, F64]]:
+    """Per counter field and unit with counter events (other units count nothing), the increase
+    over the step ending at each instant, NaN where it is 0 or the unit had no reading a step
+    earlier (``reported_before``, unit × instant); ECC counts only on units that export them.
+    NVLink error counts are always 0."""
+    out: dict[str, dict[int, F64]] = {name: {} for name in COUNTER_FIELDS}
     for row in units.special:
         unit: GpuUnit = fleet.units[row]
         now, before = counters.totals(unit, ts), counters.totals(unit, ts - step_s)
