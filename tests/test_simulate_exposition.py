@@ -407,6 +407,17 @@ def test_server_serves_one_node_and_refuses_unknown_ones(
     assert _get(f"{server.url}/nothing")[0] == 404
 
 
+def test_every_node_gets_what_its_own_render_says(
+    server: ExporterServer, fleet: Fleet, rows: pd.DataFrame
+) -> None:
+    """The server computes an instant's series once for the cluster and answers each node's
+    scrape from them: the same text as rendering that node alone (shared GPUs, DRA included)."""
+    for node in _nodes(fleet, PROD):
+        status, _, body = server.respond(f"/metrics?node={node}")
+        assert status == 200
+        assert body.decode() == render(fleet, TS, rows, PROD, node), node
+
+
 def test_server_answers_503_for_a_node_in_an_outage(server: ExporterServer, fleet: Fleet) -> None:
     server.clock[0] = float(OUTAGE_TS)  # type: ignore[attr-defined]
     outage = fleet.outages[0]

@@ -103,10 +103,12 @@ _REBOOT_PERIOD_S = 90 * DAY_S
 
 @dataclass(frozen=True)
 class Series:
-    """One labelled GPU unit (or time-sliced device) and its values by metric family."""
+    """One labelled GPU unit (or time-sliced device) and its values by metric family, exported
+    by the exporter of ``node``."""
 
     labels: tuple[tuple[str, str], ...]
     values: Mapping[str, str]
+    node: str = ""
 
 
 def reports_pod_hostname(node: NodeSpec) -> bool:
@@ -166,17 +168,18 @@ def build_series(
             if holder is None or unit.sharing == DRA:
                 continue
             labels = (*_labels(spec, unit, holder), ("vgpu", str(unit.slot)))
-            series.append(Series(labels, _slot_values(spec, unit, row, ts)))
+            series.append(Series(labels, _slot_values(spec, unit, row, ts), unit.node))
             continue
         labels = _labels(spec, unit, holder) + _dra_labels(fleet, unit, row, claims)
-        series.append(Series(labels, _unit_values(spec, unit, row, ts)))
+        series.append(Series(labels, _unit_values(spec, unit, row, ts), unit.node))
     for members in shared.values():
         spec = nodes[members[0][0].node]
         if members[0][0].sharing == DRA:
             series += _claim_series(fleet, spec, members, ts, (containers, claims))
             continue
         unit = members[0][0]
-        series.append(Series(_labels(spec, unit, None), _device_values(spec, members, ts)))
+        values = _device_values(spec, members, ts)
+        series.append(Series(_labels(spec, unit, None), values, unit.node))
     return series
 
 
@@ -197,8 +200,8 @@ def _claim_series(
         holder = _holder(row, containers)
         if holder is not None:
             labels = _labels(node, unit, holder) + _dra_labels(fleet, member, row, claims)
-            found.append(Series(labels, values))
-    return found or [Series(_labels(node, unit, None), values)]
+            found.append(Series(labels, values, node.name))
+    return found or [Series(_labels(node, unit, None), values, node.name)]
 
 
 def _dra_labels(
