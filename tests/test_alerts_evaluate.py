@@ -46,6 +46,7 @@ SHARED = {
     "gpu_memory_near_full.yaml": "GPUMemoryNearFull",
     "gpu_high_temperature.yaml": "GPUHighTemperature",
     "gpu_xid_error.yaml": "GPUXidError",
+    "gpu_xid_hardware_error.yaml": "GPUXidHardwareError",
 }
 
 

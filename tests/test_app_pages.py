@@ -248,6 +248,10 @@ def test_alert_conditions_are_listed(app: Dash) -> None:
     names = {str(n["props"].get("id")) for n in tree(layout)}
     for alert in ("GPUAllocatedIdle", "GPUMemoryNearFull", "GPUHighTemperature", "GPUXidError"):
         assert f"card-cond-{alert}" in names
+    # The store evaluates the hardware XIDs; the page names the alerts only Prometheus does.
+    assert "card-cond-GPUXidHardwareError" in names
+    assert "card-cond-GPUFellOffBus" not in names
+    assert "Only Prometheus evaluates the other rules: GPUNamespaceIdleCost," in as_json(layout)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from gpuwatch.cli.main import cli
 from gpuwatch.collectors.collect import CollectStats, Window, collect
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
-from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.collectors.promql import FIELDS, Catalogue
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store.engine import make_engine, upgrade
 from tests.support.prometheus import PrometheusProcess, Series, prometheus_with_blocks
@@ -192,7 +192,7 @@ def test_malformed_values_are_counted_per_series_and_skipped(
     malformed = "malformed values (not a number, null or missing) skipped"
     assert stats.issues.counts() == {malformed: 2, **EXPECTED_ISSUES}
     assert stats.issues.bad_points == 3 * 3 * 2
-    assert len(proxy.answers) == 9 * 2  # nine fields
+    assert len(proxy.answers) == len(FIELDS) * 2  # one request per field and page
     samples = dict((uuid, count) for uuid, count, *_ in _stored(migrated_engine)["samples"])
     # The first three instants of each page lost both readings; the rest are stored.
     assert samples["GPU-ok-1"] == INSTANTS - 3 * 2

@@ -45,6 +45,13 @@ from gpuwatch.alerts.recording import (
     UTIL,
     XID_CODE,
 )
+from gpuwatch.alerts.recording_health import (
+    CLOCK_THROTTLE,
+    ECC_DBE,
+    ECC_SBE,
+    NVLINK_ERRORS_RECORD,
+    PCIE_REPLAYS_RECORD,
+)
 from gpuwatch.alerts.render import PLAIN_FILE, render_rules, rule_params_from_settings
 from gpuwatch.cli.main import cli
 from gpuwatch.config import Settings
@@ -59,7 +66,25 @@ REFRESH_HINT = (
     "the committed dashboards are out of date: run `gpuwatch dashboards render` to refresh them"
 )
 #: Panels that list problems: empty while there is none.
-MAY_BE_EMPTY = {"GPUs with an XID error", "Idle GPUs by pod now"}
+PROBLEM_LISTS = {
+    "GPUs with an XID error",
+    "Idle GPUs by pod now",
+    "Hardware XID errors",
+    "GPUs that fell off the bus",
+    "Row-remap failures",
+}
+#: Panels of readings the exporter sends only where enabled (clock events, ECC, PCIe, NVLink,
+#: row remapping): no data without them (tests/test_alerts_health_panels.py runs them on data).
+OPTIONAL_READINGS = {
+    "GPUs with a double-bit ECC error in the last hour",
+    "GPUs with a row-remap failure",
+    "Throttle reasons",
+    "Throttled share of the last hour",
+    "ECC errors in the last hour",
+    "PCIe replays in the last hour",
+    "NVLink errors in the last hour",
+}
+MAY_BE_EMPTY = PROBLEM_LISTS | OPTIONAL_READINGS
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
 
@@ -180,6 +205,16 @@ def test_the_dashboards_show_what_they_promise() -> None:
         if p["type"] != "row"
     }
     assert units["Temperature"] == "celsius" and units["Power draw"] == "watt"
+    assert CLOCK_THROTTLE in queries["Throttle reasons"]
+    assert "floor(" in queries["Throttle reasons"] and " % " in queries["Throttle reasons"]
+    assert ECC_SBE in queries["ECC errors in the last hour"]
+    assert ECC_DBE in queries["ECC errors in the last hour"]
+    assert PCIE_REPLAYS_RECORD in queries["PCIe replays in the last hour"]
+    assert NVLINK_ERRORS_RECORD in queries["NVLink errors in the last hour"]
+    assert 'xid=~"8|32|' in queries["Hardware XID errors"]
+    assert "up == 1" in queries["GPUs that fell off the bus"]
+    assert 'xid="79"' in queries["GPUs fallen off the bus"]
+    assert units["Throttled share of the last hour"] == "percentunit"
     assert {v["name"] for v in health["templating"]["list"]} >= {"cluster", "namespace", "node"}
 
 

@@ -453,3 +453,82 @@ def test_device_plugin_workloads_say_so() -> None:
     rec = only(run(workload(constant(6, 0.0)), 6), "reclaim_idle").iloc[0]
     assert rec["allocation"] == "device-plugin"
     assert rec["current"] == "1 × nvidia.com/gpu"
+
+
+def _efficiency_recs(**change: Any) -> pd.DataFrame:
+    from tests.health_rows import END, H0, PRICES, example, samples_of
+
+    health = example()
+    for column, value in change.items():
+        health[column] = value
+    return recommend(samples_of(health), None, PRICES, AnalyticsPolicy(), H0, END, health=health)
+
+
+def test_investigate_efficiency_states_the_dollars_at_stake_and_the_cause() -> None:
+    recs = _efficiency_recs()
+    found = recs[recs["kind"] == "investigate_efficiency"].set_index("workload")
+    assert sorted(found.index) == ["batch", "serve", "train"]  # not the GPU_UTIL-only notebook
+    serve = found.loc["serve"]
+    assert serve["est_monthly_savings_usd"] == 0.0
+    assert serve["current"] == "engine 80 % active, SM 10 %, tensor 0 % (memory-bound)"
+    assert serve["suggested"].startswith("profile memory traffic")
+    evidence = serve["evidence"]
+    assert {k: evidence[k] for k in (
+        "cause", "inefficient_gpu_hours", "inefficient_cost_usd", "at_stake_monthly_usd",
+        "engine_active_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
+        "throttled_pct")} == {
+        "cause": "memory-bound", "inefficient_gpu_hours": 3.0, "inefficient_cost_usd": 12.0,
+        # $12 over the 3 hours with data × 730
+        "at_stake_monthly_usd": 2920.0,
+        "engine_active_pct": 80.0, "sm_active_pct": 10.0, "tensor_active_pct": 0.0,
+        "dram_active_pct": 60.0, "throttled_pct": 16.7,
+    }  # fmt: skip
+    assert found.loc["train", "evidence"]["cause"] == "input-bound"
+    assert found.loc["train", "evidence"]["throttled_pct"] is None  # no clock-event readings
+    assert found.loc["batch", "evidence"]["cause"] == "no tensor cores used"
+
+
+def test_investigate_efficiency_ranks_after_every_saving() -> None:
+    recs = _efficiency_recs()
+    kinds = list(recs["kind"])
+    assert kinds.index("investigate_efficiency") > max(
+        i for i, k in enumerate(kinds) if k != "investigate_efficiency"
+    )
+
+
+def test_no_investigate_efficiency_without_profiling_readings() -> None:
+    recs = _efficiency_recs(sm_data_s=0.0, tensor_data_s=0.0, dram_data_s=0.0)
+    assert "investigate_efficiency" not in set(recs["kind"])
+
+
+def test_no_investigate_efficiency_for_a_healthy_busy_job() -> None:
+    # every job's SM at 60 %, tensor pipes at 30 %: busy and efficient
+    recs = _efficiency_recs(sm_active_s=2160.0, tensor_active_s=1080.0)
+    assert "investigate_efficiency" not in set(recs["kind"])
+
+
+def test_no_investigate_efficiency_without_a_health_frame() -> None:
+    from tests.health_rows import END, H0, PRICES, example, samples_of
+
+    recs = recommend(samples_of(example()), None, PRICES, AnalyticsPolicy(), H0, END)
+    assert "investigate_efficiency" not in set(recs["kind"])
+
+
+def test_investigate_efficiency_in_every_format() -> None:
+    import csv
+    import io
+    import json
+
+    from gpuwatch.analytics.render import render_csv, render_json, render_table
+
+    recs = _efficiency_recs()
+    records = [r for r in json.loads(render_json(recs)) if r["kind"] == "investigate_efficiency"]
+    serve = next(r for r in records if r["workload"] == "serve")
+    assert serve["est_monthly_savings_usd"] == 0.0
+    assert serve["evidence"]["inefficient_cost_usd"] == 12.0
+    rows = list(csv.DictReader(io.StringIO(render_csv(recs))))
+    cells = next(r for r in rows if r["workload"] == "serve" and r["kind"].startswith("invest"))
+    assert cells["est_monthly_savings_usd"] == "0.00"
+    assert json.loads(cells["evidence"])["cause"] == "memory-bound"
+    line = next(x for x in render_table(recs).splitlines() if "serve" in x)
+    assert "investigate_efficiency" in line and line.rstrip().endswith("0.00")

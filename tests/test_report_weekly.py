@@ -189,3 +189,61 @@ def test_gpus_requested_is_the_most_held_at_once_and_memory_risk_is_named() -> N
     assert (row["workload"], row["gpus_requested"]) == ("srv", 2)
     assert (row["recommendation"], row["est_monthly_savings_usd"]) == ("memory_risk", 0.0)
     assert row["allocated_gpu_hours"] == 20.0
+
+
+# The health columns (contract section 7) from the worked example of
+# docs/cost-model.md#health-and-efficiency: a week starting Monday 2025-11-17.
+HEALTH_GOLDEN_ROWS = {
+    # throttled: empty (no clock-event readings); failing 1.75 h × $4 from the XID at 00:15.
+    ("train", "NVIDIA A100-SXM4-80GB"):
+        "use_spot,1752.00,device-plugin,,,,,1.75,7.00,20.0,5.0,0.00,0.00",
+    # throttled half of one hour; no saving kind fires, so the efficiency finding is named.
+    ("serve", "NVIDIA A100-SXM4-80GB"):
+        "investigate_efficiency,0.00,device-plugin,,,,0.50,0.00,0.00,10.0,0.0,0.00,0.00",
+    ("batch", "NVIDIA H100 80GB HBM3"):
+        "use_spot,876.00,device-plugin,,,,,0.00,0.00,60.0,0.0,0.00,0.00",
+    # utilization from GPU_UTIL only: no SM or tensor reading, no efficiency finding.
+    ("notebook", "Tesla T4"): ",0.00,time-slice,,,,,0.00,0.00,,,0.00,0.00",
+    # unallocated capacity: allocated figures only, 0 hours and no percentages; the H100's
+    # hour held by the exporter's own pod, and the T4's free slot (1.5 GPU-hours at $3).
+    ("n2", "NVIDIA H100 80GB HBM3"): ",0.00,device-plugin,,,,0.00,0.00,0.00,,,1.00,3.00",
+    ("n2", "Tesla T4"): ",0.00,time-slice,,,,0.00,0.00,0.00,,,1.50,4.50",
+}  # fmt: skip
+
+
+def _health_week(with_health: bool = True) -> pd.DataFrame:
+    from tests.health_rows import H0, PRICES, example, samples_of
+
+    health = example()
+    given = health if with_health else None
+    return weekly_report(samples_of(health), None, None, PRICES, POLICY, H0, health=given)
+
+
+def test_health_columns_from_the_health_roll_up() -> None:
+    lines = render_csv(_health_week()).splitlines()[1:]
+    rows = {(line.split(",")[5], line.split(",")[6]): line for line in lines}
+    assert set(rows) == set(HEALTH_GOLDEN_ROWS)
+    for key, tail in HEALTH_GOLDEN_ROWS.items():
+        assert rows[key].endswith("," + tail), key
+
+
+def test_health_columns_sum_to_the_allocated_fleet_totals() -> None:
+    frame = _health_week()
+    sums = frame[["throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd"]].sum()
+    assert sums.to_dict() == {"throttled_gpu_hours": 0.5, "failing_gpu_hours": 1.75,
+                              "failing_cost_usd": 7.0}  # fmt: skip
+
+
+def test_without_health_readings_the_health_columns_stay_empty() -> None:
+    for line in render_csv(_health_week(with_health=False)).splitlines()[1:]:
+        assert line.split(",")[21:26] == ["", "", "", "", ""]
+
+
+def test_a_week_without_health_roll_ups_leaves_the_health_columns_empty() -> None:
+    from gpuwatch.domain.frames import HEALTH_COLUMNS, empty_frame
+    from tests.health_rows import H0, PRICES, example, samples_of
+
+    empty = empty_frame(HEALTH_COLUMNS)
+    frame = weekly_report(samples_of(example()), None, None, PRICES, POLICY, H0, health=empty)
+    for line in render_csv(frame).splitlines()[1:]:
+        assert line.split(",")[21:26] == ["", "", "", "", ""]

@@ -203,6 +203,11 @@ CASES: list[tuple[tuple[str, ...], list[str], int]] = [
         ["-v", "recommend", "--start", START_RFC3339, "--end", END_RFC3339, "--format", "json"],
         0,
     ),
+    (
+        ("health",),
+        ["-v", "health", "--start", START_RFC3339, "--end", END_RFC3339, "--format", "json"],
+        0,
+    ),
     (("alerts", "render"), ["alerts", "render", "--out-dir", "{tmp}/alerts"], 0),
     (("dashboards", "render"), ["dashboards", "render", "--out-dir", "{tmp}/dashboards"], 0),
     (("demo",), ["demo", "--no-serve", "--days", "1", "--step", "1h", "--db", "{tmp}/demo.db"], 0),

@@ -131,3 +131,124 @@ def test_copy_writes_health_readings_straight_and_through_the_upsert(
     assert stored[1] == (60, 0.25) + (None,) * 8 + (4,) + (None,) * 4
     assert stored[0] == STORED[0] and stored[2] == STORED[2]
     engine.dispose()
+
+
+# -- the roll-up: SQL and in memory agree, retention --------------------------------------
+
+H0 = 1_794_182_400  # an hour
+SQL_HOURLY = "SELECT * FROM gpu_health_hourly ORDER BY hour_ts, gpu_id, pod_id"
+
+
+def _pod(name: str) -> dict[str, object]:
+    return {"namespace": "ml", "name": name, "uid": f"uid-{name}", "workload_kind": "Job",
+            "workload_name": name, "team": "ml", "gpu_count": 1, "labels": {},
+            "last_seen_ts": H0}  # fmt: skip
+
+
+def _random_samples(gpus: list[int], pods: list[int]) -> writer.SampleColumns:
+    """Three hours of one-minute samples of each GPU (a gap, then another step), values drawn
+    with a fixed seed among the limits' edges (util 0.5, SM 0.25, tensor 0.01), NULLs, every
+    clock-event class and XID class."""
+    rng = np.random.default_rng(16)
+    ts = np.concatenate([np.arange(H0, H0 + 7200, 60), np.arange(H0 + 7500, H0 + 10800, 300)])
+    n = len(ts) * len(gpus)
+
+    def pick(*choices: float) -> np.ndarray:
+        return rng.choice(np.asarray(choices, dtype=np.float64), n)
+
+    step = np.where(np.tile(ts, len(gpus)) < H0 + 7200, 60, 300)
+    health = {
+        "sm_active_ratio": pick(NAN, 0.0, 0.1, 0.25, 0.6, 1.0),
+        "sm_occupancy_ratio": pick(NAN, 0.3, 0.7),
+        "tensor_active_ratio": pick(NAN, 0.0, 0.005, 0.01, 0.5),
+        "dram_active_ratio": pick(NAN, 0.2, 0.8),
+        "sm_clock_mhz": pick(NAN, 1410.0, 1980.0),
+        "pcie_bytes_per_s": pick(NAN, 1e9, 2.5e9),
+        "nvlink_bytes_per_s": pick(NAN, 4e10),
+        "clock_events": pick(NAN, 0, 0x1, 0x4, 0x8, 0x20, 0x44, 0x80, 0x10),
+        "ecc_sbe_count": pick(NAN, NAN, 1, 7),
+        "ecc_dbe_count": pick(*[NAN] * 20, 1),
+        "pcie_replay_count": pick(NAN, 3),
+        "nvlink_error_count": pick(NAN, 2),
+        "row_remap_failure": pick(*[NAN] * 30, 1),
+    }
+    return writer.SampleColumns(
+        np.repeat(np.asarray(gpus), len(ts)),
+        np.tile(ts, len(gpus)),
+        step,
+        pick(NAN, *pods),
+        pick(NAN, 0.0, 0.2, 0.5, 0.9, 1.0),
+        np.full(n, 1.0),
+        np.full(n, 100.0),
+        np.full(n, 81920.0),
+        np.full(n, 300.0),
+        np.full(n, 50.0),
+        pick(*[NAN] * 40, 13, 79, 48, 999, 31),
+        health=health,
+    )
+
+
+def _rows(conn: sa.Connection) -> list[tuple[object, ...]]:
+    return [tuple(row) for row in conn.execute(sa.text(SQL_HOURLY))]
+
+
+def _same(got: list[tuple[object, ...]], want: list[tuple[object, ...]]) -> None:
+    assert len(got) == len(want) > 0
+    for mine, theirs in zip(got, want, strict=True):
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine, theirs, strict=True):
+            assert (a is None) == (b is None), (mine, theirs)
+            assert type(a) is type(b), (mine, theirs)
+            assert a is None or a == pytest.approx(b, rel=1e-12), (mine, theirs)
+
+
+def test_the_roll_up_in_memory_gives_the_sql_rows(migrated_engine: Engine) -> None:
+    """Every hour rolled up from the table (``roll_up``), then again from the samples in
+    memory, every other hour each way: the same rows."""
+    from gpuwatch.store import rollup
+
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpus = list(writer.write_gpus(conn, cluster, [_gpu(f"GPU-{i}") for i in range(3)]).values())
+        pods = list(writer.write_pods(conn, cluster, [_pod("a"), _pod("b")]).values())
+        samples = writer.unique_samples(_random_samples(gpus, pods))
+        writer.write_unique_samples(conn, samples)
+        rollup.roll_up(conn, H0, H0 + 3 * 3600)
+        by_sql = _rows(conn)
+        conn.execute(sa.text("DELETE FROM gpu_health_hourly"))
+        rollup.roll_up_written(conn, samples, {H0, H0 + 7200})
+        mixed = _rows(conn)
+        conn.execute(sa.text("DELETE FROM gpu_health_hourly"))
+        rollup.roll_up_written(conn, samples, {H0, H0 + 3600, H0 + 7200})
+        in_memory = _rows(conn)
+    # of the 3 hours x 3 GPUs x (2 pods and none) groups, those with samples (seeded draw)
+    assert len(by_sql) == 26
+    _same(mixed, by_sql)
+    _same(in_memory, by_sql)
+
+
+def test_raw_retention_keeps_the_health_hours_and_hourly_retention_ends_them(
+    migrated_engine: Engine,
+) -> None:
+    from gpuwatch.store import rollup
+
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        gpu = writer.write_gpus(conn, cluster, [_gpu()])[("GPU-1", -1, 0)]
+        ts = [H0 + 60 * m for m in range(0, 180, 30)]  # minutes 0, 30, ..., 150
+        samples = _columns(gpu, ts, clock_events=[0x4] * 6)
+        writer.write_samples(conn, samples)
+        rollup.roll_up(conn, H0, H0 + 3 * 3600)
+        before = _rows(conn)
+        done = rollup.compact(conn, H0 + 3 * 3600, raw_keep_s=3600, hourly_keep_s=86400)
+        kept = _rows(conn)
+        raw = conn.execute(sa.text("SELECT count(*) FROM gpu_samples")).scalar_one()
+        rollup.rebuild(conn, 5.0, H0 + 3 * 3600)  # ``gpuwatch db rollup``
+        rebuilt = _rows(conn)
+        rollup.compact(conn, H0 + 3 * 3600, raw_keep_s=3600, hourly_keep_s=7200)
+        shortened = _rows(conn)
+    assert [(r[0], r[3], r[21]) for r in before] == [(H0, 120, 120), (H0 + 3600, 120, 120),
+                                                      (H0 + 7200, 120, 120)]  # fmt: skip
+    assert done.raw_deleted == 4 and raw == 2
+    assert kept == before and rebuilt == before
+    assert [r[0] for r in shortened] == [H0 + 3600, H0 + 7200]

@@ -17,6 +17,7 @@ COMMANDS = [
     ["db", "upgrade"],
     ["report", "weekly"],
     ["recommend"],
+    ["health"],
     ["collect", "--no-kubernetes"],
     ["serve", "--port", "1"],
 ]

@@ -83,7 +83,18 @@ MIG_INSTANCE_IDLE = Timing(
 )
 ROW_REMAP_FAILURE = Timing()
 UNCORRECTABLE_REMAPPED_ROWS = Timing(window_s=HOUR_S)
-PCIE_REPLAYS_RISING = Timing(window_s=10 * MINUTE_S, for_s=30 * MINUTE_S)
+# GPU health (docs/alerts.md#gpu-health): counters are read as increases over an hour, so the
+# configured per-hour thresholds (section ``health``) compare with them directly.
+XID_HARDWARE_ERROR = Timing(window_s=HOUR_S)
+ECC_DOUBLE_BIT_ERROR = Timing(window_s=HOUR_S)
+THROTTLED_WHILE_ALLOCATED = Timing(window_s=HOUR_S, for_s=15 * MINUTE_S)
+NVLINK_ERRORS = Timing(window_s=HOUR_S)
+PCIE_REPLAYS = Timing(window_s=HOUR_S)
+#: Reads the conditions of the three failing alerts above, with their windows.
+ALLOCATED_AND_FAILING = Timing()
+FELL_OFF_BUS = Timing(window_s=HOUR_S, for_s=5 * MINUTE_S)
+#: The XID NVIDIA's catalogue names "GPU has fallen off the bus".
+FELL_OFF_BUS_XID = 79
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,18 @@ class AlertTable:
     mig_instance_idle: AlertDefinition
     row_remap_failure: AlertDefinition
     uncorrectable_remapped_rows: AlertDefinition
-    pcie_replays_rising: AlertDefinition
+    #: An XID of :data:`gpuwatch.domain.health.FAILING_XIDS` in the window (threshold unused).
+    xid_hardware_error: AlertDefinition
+    #: Uncorrectable ECC errors in the window above this.
+    ecc_double_bit_error: AlertDefinition
+    #: Share (ratio) of the window's evaluations with a throttling clock event, at or above this.
+    throttled_while_allocated: AlertDefinition
+    #: NVLink CRC, replay and recovery errors in the window, at or above this.
+    nvlink_errors: AlertDefinition
+    #: PCIe replays in the window, at or above this.
+    pcie_replays: AlertDefinition
+    allocated_and_failing: AlertDefinition
+    fell_off_bus: AlertDefinition
 
     def all(self) -> tuple[AlertDefinition, ...]:
         """Every definition, in the rule file's order."""
@@ -168,7 +190,45 @@ def alert_table(params: RuleParams) -> AlertTable:
         uncorrectable_remapped_rows=AlertDefinition(
             "GPUUncorrectableRemappedRows", "warning", 0, UNCORRECTABLE_REMAPPED_ROWS
         ),
-        pcie_replays_rising=AlertDefinition(
-            "GPUPCIeReplaysRising", "warning", 0, PCIE_REPLAYS_RISING
-        ),
+        **_health(params),
     )
+
+
+def _per_window(per_hour: float, timing: Timing) -> float:
+    """A per-hour threshold as a count in the timing's window."""
+    return per_hour * timing.window_s / HOUR_S
+
+
+def _health(params: RuleParams) -> dict[str, AlertDefinition]:
+    """The GPU-health definitions, thresholds from the configuration's ``health`` section."""
+    policy = params.health
+    return {
+        "xid_hardware_error": AlertDefinition(
+            "GPUXidHardwareError", "critical", 0, XID_HARDWARE_ERROR
+        ),
+        "ecc_double_bit_error": AlertDefinition(
+            "GPUEccDoubleBitError", "critical", 0, ECC_DOUBLE_BIT_ERROR
+        ),
+        "throttled_while_allocated": AlertDefinition(
+            "GPUThrottledWhileAllocated",
+            "warning",
+            policy.throttle_degraded_pct / 100,
+            THROTTLED_WHILE_ALLOCATED,
+        ),
+        "nvlink_errors": AlertDefinition(
+            "GPUNVLinkErrors",
+            "warning",
+            _per_window(policy.nvlink_errors_per_hour, NVLINK_ERRORS),
+            NVLINK_ERRORS,
+        ),
+        "pcie_replays": AlertDefinition(
+            "GPUPCIeReplays",
+            "warning",
+            _per_window(policy.pcie_replays_per_hour, PCIE_REPLAYS),
+            PCIE_REPLAYS,
+        ),
+        "allocated_and_failing": AlertDefinition(
+            "GPUAllocatedAndFailing", "critical", 0, ALLOCATED_AND_FAILING
+        ),
+        "fell_off_bus": AlertDefinition("GPUFellOffBus", "critical", 0, FELL_OFF_BUS),
+    }

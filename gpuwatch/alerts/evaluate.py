@@ -1,4 +1,6 @@
-"""The core alerts evaluated over stored samples, from the same definitions as the rules.
+"""The alerts evaluated over stored samples, from the same definitions as the rules: the six
+core ones and ``GPUXidHardwareError``, whose readings the stored samples carry; only
+Prometheus evaluates the others.
 
 Pure: samples in (shaped as :data:`gpuwatch.domain.frames.SAMPLE_COLUMNS`; a sample is held
 when it names a pod outside the exporter's namespaces), subjects out. One function per alert
@@ -33,6 +35,7 @@ from gpuwatch.alerts.definitions import (
     AlertTable,
 )
 from gpuwatch.domain.frames import NO_POD
+from gpuwatch.domain.health import FAILING_XIDS
 
 #: What a subject of a per-GPU alert is shown with.
 GPU_COLUMNS = ("cluster", "node", "gpu_id", "gpu_model", "namespace", "pod")
@@ -194,10 +197,8 @@ def high_temperature(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray
     return _latest_gauge(known, grid, temp, lambda v: v.ge(d.threshold))
 
 
-def xid_error(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd.DataFrame:
-    """``GPUXidError``: the highest XID code of a GPU and holder in the window is above the
-    threshold; the value is that code."""
-    known = samples[samples["xid"].notna()]
+def _highest_code(known: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd.DataFrame:
+    """Per GPU and holder, the highest XID code among ``known`` samples in the window."""
     parts = []
     for t in grid.tolist():
         window = known.iloc[_bounds(known, t - d.timing.window_s, t)]
@@ -206,6 +207,20 @@ def xid_error(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd
         last = last[last["code"].gt(d.threshold).to_numpy(dtype=bool)]
         parts.append(_gpu_rows(last, last["code"], t))
     return _concat(parts)
+
+
+def xid_error(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd.DataFrame:
+    """``GPUXidError``: the highest XID code of a GPU and holder in the window is above the
+    threshold; the value is that code."""
+    return _highest_code(samples[samples["xid"].notna()], d, grid)
+
+
+def xid_hardware_error(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd.DataFrame:
+    """``GPUXidHardwareError``: a GPU and holder had an XID of the catalogue's hardware or
+    driver class (:data:`~gpuwatch.domain.health.FAILING_XIDS`) in the window; the value is
+    the highest such code (the rule fires once per code)."""
+    failing = samples["xid"].isin(FAILING_XIDS).fillna(False).to_numpy(dtype=bool)
+    return _highest_code(samples[failing], d, grid)
 
 
 def exporter_down(samples: pd.DataFrame, d: AlertDefinition, grid: np.ndarray) -> pd.DataFrame:
@@ -251,6 +266,7 @@ KINDS: dict[str, Kind] = {
     "GPUHighTemperature": Kind(high_temperature, GPU_KEY, "temp_c"),
     "GPUXidError": Kind(xid_error, GPU_KEY, "xid"),
     "GPUExporterDown": Kind(exporter_down, ("cluster", "node"), "silent_gpu_units"),
+    "GPUXidHardwareError": Kind(xid_hardware_error, GPU_KEY, "xid"),
 }
 
 

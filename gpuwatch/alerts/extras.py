@@ -1,4 +1,4 @@
-"""Alerting rules beyond the six core ones: waste in dollars, scheduling, GPU health."""
+"""Alerting rules beyond the six core ones: waste in dollars, scheduling, GPU memory rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
     NAMESPACE_IDLE_COST,
     NODE_UNALLOCATED,
-    PCIE_REPLAYS,
     ROW_REMAP_FAILURE,
     UNCORRECTABLE_ROWS,
     UTIL,
@@ -78,17 +77,6 @@ def uncorrectable_remapped_rows(params: RuleParams, d: AlertDefinition) -> Alert
     )
 
 
-def pcie_replays_rising(params: RuleParams, d: AlertDefinition) -> Alert:
-    return Alert(
-        d,
-        f"{PCIE_REPLAYS} > {promql.number(d.threshold)}",
-        "GPU {{ $labels.gpu }} keeps retrying PCIe transfers.",
-        f'{GPU_TEXT} replayed about {{{{ printf "%.0f" $value }}}} PCIe packets in the last '
-        f"{span_text(d.timing.window_s)}, and has kept doing so for "
-        f"{span_text(d.timing.for_s)}: a failing link or riser slows it.",
-    )
-
-
 def mig_instance_idle(params: RuleParams, d: AlertDefinition) -> Alert:
     held = promql.selector(UTIL, (), (f'{MIG_INSTANCE_LABEL}!=""', *ALLOCATED))
     idle = promql.number(d.threshold)
@@ -118,5 +106,4 @@ def extra_alerts(params: RuleParams, table: AlertTable | None = None) -> list[Al
         mig_instance_idle(params, t.mig_instance_idle),
         row_remap_failure(params, t.row_remap_failure),
         uncorrectable_remapped_rows(params, t.uncorrectable_remapped_rows),
-        pcie_replays_rising(params, t.pcie_replays_rising),
     ]

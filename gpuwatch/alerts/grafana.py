@@ -13,11 +13,11 @@ The JSON model itself is built by :mod:`gpuwatch.alerts.grafana_model`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuwatch.alerts import promql
-from gpuwatch.alerts.definitions import XID_ERROR, span_text
+from gpuwatch.alerts.definitions import XID_ERROR, alert_table, span_text
+from gpuwatch.alerts.grafana_health import health_rows
 from gpuwatch.alerts.grafana_model import (
     Dashboard,
     Panel,
@@ -30,6 +30,7 @@ from gpuwatch.alerts.grafana_model import (
     variable_queries,
     write_dashboards,
 )
+from gpuwatch.alerts.grafana_panels import Scope, gpu_series, series, stat, table
 from gpuwatch.alerts.normalise import ALLOCATED, gauge, normalise
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
@@ -37,7 +38,6 @@ from gpuwatch.alerts.recording import (
     NAMESPACE_COST,
     NAMESPACE_GPUS,
     NAMESPACE_IDLE_COST,
-    NAMESPACE_UTIL_SUM,
     NODE_UNALLOCATED,
     TEMPERATURE,
     UTIL,
@@ -65,51 +65,6 @@ _GENERATED = (
 )
 
 
-def _stat(title: str, expr: str, description: str, unit: str = "short", **kw: Any) -> Panel:
-    options = {"width": 4, "height": 4, **kw}
-    return Panel(title, "stat", (Query(expr),), description, unit, **options)
-
-
-def _series(title: str, queries: tuple[Query, ...], description: str, **kw: Any) -> Panel:
-    return Panel(title, "timeseries", queries, description, **kw)
-
-
-def _table(title: str, queries: tuple[Query, ...], description: str) -> Panel:
-    return Panel(title, "table", queries, description)
-
-
-@dataclass(frozen=True)
-class _Scope:
-    """Matchers for the template variables, and groupings that keep the cluster label."""
-
-    params: RuleParams
-
-    def sel(self, metric: str, *extra: str, namespace: bool = True, node: bool = False) -> str:
-        label = self.params.cluster_label or "cluster"
-        matchers = [f'{label}=~"$cluster"']
-        if namespace:
-            matchers.append('namespace=~"$namespace"')
-        if node:
-            matchers.append('node=~"$node"')
-        return promql.selector(metric, (), (*matchers, *extra))
-
-    def by(self, *labels: str) -> str:
-        return promql.by([*self.params.cluster, *labels])
-
-    def legend(self, *labels: str) -> str:
-        return " ".join("{{" + name + "}}" for name in (*self.params.cluster, *labels))
-
-    def ratio(self, numerator: str, denominator: str, *labels: str) -> str:
-        """``sum(numerator) / sum(denominator)``, grouped by the cluster and ``labels``."""
-        names = [*self.params.cluster, *labels]
-        grouping = f" by ({promql.by(names)})" if names else ""
-        return f"sum{grouping} ({numerator})\n/\nsum{grouping} ({denominator})"
-
-    def efficiency(self, *labels: str, namespace: bool = True) -> str:
-        util = self.sel(NAMESPACE_UTIL_SUM, namespace=namespace)
-        return self.ratio(util, self.sel(NAMESPACE_GPUS, namespace=namespace), *labels)
-
-
 def _gpus(expr: str) -> str:
     """Distinct GPU units in ``expr`` (a shared GPU has one series per holder)."""
     return f"count(count by (gpu) ({expr}))"
@@ -122,20 +77,20 @@ def _idle_text(params: RuleParams) -> str:
     )
 
 
-def _counts(scope: _Scope) -> tuple[Panel, ...]:
+def _counts(scope: Scope) -> tuple[Panel, ...]:
     unallocated = scope.sel(NODE_UNALLOCATED, namespace=False)
     return (
-        _stat(
+        stat(
             "GPUs reporting",
             _gpus(scope.sel(UTIL, namespace=False)),
             f"GPU units (whole GPUs and MIG instances) with a `{UTIL}` series.",
         ),
-        _stat(
+        stat(
             "GPUs allocated",
             _gpus(scope.sel(UTIL, *ALLOCATED)),
             "GPU units held by pods of the selected namespaces.",
         ),
-        _stat(
+        stat(
             "GPUs unallocated",
             f"sum({unallocated}) or vector(0)",
             f"GPUs no pod holds, in GPU equivalents (`{NODE_UNALLOCATED}`).",
@@ -144,24 +99,24 @@ def _counts(scope: _Scope) -> tuple[Panel, ...]:
     )
 
 
-def _headline(scope: _Scope) -> Row:
+def _headline(scope: Scope) -> Row:
     params = scope.params
     efficiency: Steps = (("red", None), ("green", params.low_efficiency_ratio))
     money = (
-        _stat(
+        stat(
             "Utilization of allocated GPUs",
             scope.efficiency(),
             "Mean utilization of the GPUs pods hold (PROF where exported, else DEV).",
             "percentunit",
             steps=efficiency,
         ),
-        _stat(
+        stat(
             "Allocated cost ($/h)",
             f"sum({scope.sel(NAMESPACE_COST)})",
             f"On-demand $ per hour of the GPUs pods hold (`{NAMESPACE_COST}`).",
             "currencyUSD",
         ),
-        _stat(
+        stat(
             "Idle cost ($/h)",
             f"sum({scope.sel(NAMESPACE_IDLE_COST)})",
             _idle_text(params),
@@ -172,14 +127,14 @@ def _headline(scope: _Scope) -> Row:
     return Row("Now", (*_counts(scope), *money))
 
 
-def _utilization(scope: _Scope) -> Row:
+def _utilization(scope: Scope) -> Row:
     every = scope.sel(UTIL, namespace=False)
     held = scope.sel(UTIL, *ALLOCATED, namespace=False)
     low = promql.number(scope.params.low_efficiency_pct)
     return Row(
         "Utilization vs allocation",
         (
-            _series(
+            series(
                 "Fleet utilization vs allocation",
                 (
                     Query(f"{_gpus(held)}\n/\n{_gpus(every)}", "allocated share of GPUs"),
@@ -189,7 +144,7 @@ def _utilization(scope: _Scope) -> Row:
                 "How much of the fleet pods hold, and how much of what they hold they use.",
                 unit="percentunit",
             ),
-            _series(
+            series(
                 "GPUs allocated and unallocated",
                 (
                     Query(f"sum({scope.sel(NAMESPACE_GPUS, namespace=False)})", "allocated"),
@@ -199,7 +154,7 @@ def _utilization(scope: _Scope) -> Row:
                 "MIG instance counts g/7): together they are the GPUs reporting.",
                 stacked=True,
             ),
-            _series(
+            series(
                 "Utilization of allocated GPUs by namespace",
                 (Query(scope.efficiency("namespace"), scope.legend("namespace")),),
                 f"Mean utilization of each namespace's GPUs; below {low}% a namespace is "
@@ -212,7 +167,7 @@ def _utilization(scope: _Scope) -> Row:
     )
 
 
-def _cost(scope: _Scope) -> Row:
+def _cost(scope: Scope) -> Row:
     by_ns, per_ns = scope.by("namespace"), scope.legend("namespace")
     idle, cost = scope.sel(NAMESPACE_IDLE_COST), scope.sel(NAMESPACE_COST)
     idle_units = f"{scope.sel(UTIL, *ALLOCATED)} < {promql.number(scope.params.idle_ratio)}"
@@ -220,21 +175,21 @@ def _cost(scope: _Scope) -> Row:
     return Row(
         "Cost",
         (
-            _series(
+            series(
                 "Idle cost by namespace ($/h)",
                 (Query(f"sum by ({by_ns}) ({idle})", per_ns),),
                 _idle_text(scope.params),
                 unit="currencyUSD",
                 stacked=True,
             ),
-            _series(
+            series(
                 "Allocated cost by namespace ($/h)",
                 (Query(f"sum by ({by_ns}) ({cost})", per_ns),),
                 f"On-demand $ per hour of the GPUs each namespace holds (`{NAMESPACE_COST}`).",
                 unit="currencyUSD",
                 stacked=True,
             ),
-            _table(
+            table(
                 "Namespaces now",
                 (
                     Query(f"sum by ({by_ns}) ({scope.sel(NAMESPACE_GPUS)})", "GPUs"),
@@ -244,7 +199,7 @@ def _cost(scope: _Scope) -> Row:
                 ),
                 "GPUs each namespace holds, their mean utilization and their cost per hour.",
             ),
-            _table(
+            table(
                 "Idle GPUs by pod now",
                 (Query(f"count by ({scope.by('namespace', 'pod')}) ({idle_units})", "idle GPUs"),),
                 f"GPU units each pod holds below {pct}% utilization (empty when none is idle).",
@@ -253,31 +208,31 @@ def _cost(scope: _Scope) -> Row:
     )
 
 
-def _power(scope: _Scope) -> str:
+def _power(scope: Scope) -> str:
     watts = normalise(gauge("DCGM_FI_DEV_POWER_USAGE", scope.params), scope.params)
     return f"{watts}\nand on (gpu)\n{scope.sel(TEMPERATURE, node=True)}"
 
 
-def _health_counts(scope: _Scope) -> Row:
+def _health_counts(scope: Scope) -> Row:
     params = scope.params
     temp, full = promql.number(params.temperature_c), promql.number(params.memory_full_ratio)
     alarm: dict[str, Any] = {"width": 8, "steps": (("green", None), ("red", 1))}
     return Row(
         "Now",
         (
-            _stat(
+            stat(
                 f"GPUs at or above {temp} °C",
                 f"count({scope.sel(TEMPERATURE, node=True)} >= {temp}) or vector(0)",
                 "Throttling temperature (alert GPUHighTemperature).",
                 **alarm,
             ),
-            _stat(
+            stat(
                 f"GPUs with memory at or above {promql.number(params.memory_full_pct)}%",
                 f"count({scope.sel(FB_USED, node=True)} >= {full}) or vector(0)",
                 "Framebuffer nearly full: out-of-memory risk (alert GPUMemoryNearFull).",
                 **alarm,
             ),
-            _stat(
+            stat(
                 f"GPUs with an XID error in the last {span_text(XID_ERROR.window_s)}",
                 f"count({scope.sel(XID_CODE, node=True)} > 0) or vector(0)",
                 "XID codes are the driver's error reports (alert GPUXidError).",
@@ -287,17 +242,12 @@ def _health_counts(scope: _Scope) -> Row:
     )
 
 
-def _gpu_series(scope: _Scope, title: str, expr: str, description: str, **kw: Any) -> Panel:
-    query = Query(expr, scope.legend("node", "gpu"))
-    return _series(title, (query,), description, legend=False, **kw)
-
-
-def _per_gpu(scope: _Scope) -> Row:
+def _per_gpu(scope: Scope) -> Row:
     params = scope.params
     return Row(
         "Per GPU",
         (
-            _gpu_series(
+            gpu_series(
                 scope,
                 "Temperature",
                 scope.sel(TEMPERATURE, node=True),
@@ -305,14 +255,14 @@ def _per_gpu(scope: _Scope) -> Row:
                 unit="celsius",
                 steps=(("green", None), ("red", params.temperature_c)),
             ),
-            _gpu_series(
+            gpu_series(
                 scope,
                 "Power draw",
                 _power(scope),
                 "`DCGM_FI_DEV_POWER_USAGE` of each GPU, labels normalised as in the rules.",
                 unit="watt",
             ),
-            _gpu_series(
+            gpu_series(
                 scope,
                 "Framebuffer memory used",
                 scope.sel(FB_USED, node=True),
@@ -320,7 +270,7 @@ def _per_gpu(scope: _Scope) -> Row:
                 unit="percentunit",
                 steps=(("green", None), ("red", params.memory_full_ratio)),
             ),
-            _gpu_series(
+            gpu_series(
                 scope,
                 "Utilization",
                 scope.sel(UTIL, node=True),
@@ -331,19 +281,19 @@ def _per_gpu(scope: _Scope) -> Row:
     )
 
 
-def _errors(scope: _Scope) -> Row:
+def _errors(scope: Scope) -> Row:
     xid = scope.sel(XID_CODE, node=True)
     return Row(
         "Errors",
         (
-            _gpu_series(
+            gpu_series(
                 scope,
                 f"Last XID code in the last {span_text(XID_ERROR.window_s)}",
                 xid,
                 f"`{XID_CODE}`: 0 while no XID error was reported.",
                 steps=(("green", None), ("red", 1)),
             ),
-            _table(
+            table(
                 "GPUs with an XID error",
                 (Query(f"{xid} > 0", "XID code"),),
                 "Empty when no GPU reported an XID error in the last hour.",
@@ -352,7 +302,7 @@ def _errors(scope: _Scope) -> Row:
     )
 
 
-def _variables(scope: _Scope, *names: str) -> tuple[Variable, ...]:
+def _variables(scope: Scope, *names: str) -> tuple[Variable, ...]:
     label = scope.params.cluster_label or "cluster"
     known = {
         "cluster": Variable("cluster", "Cluster", UTIL, label),
@@ -366,7 +316,7 @@ def _variables(scope: _Scope, *names: str) -> tuple[Variable, ...]:
 
 def dashboards(params: RuleParams) -> tuple[Dashboard, ...]:
     """The dashboards, as plain data."""
-    scope = _Scope(params)
+    scope = Scope(params)
     fleet = Dashboard(
         FLEET_FILE,
         "gpuwatch-fleet",
@@ -379,9 +329,15 @@ def dashboards(params: RuleParams) -> tuple[Dashboard, ...]:
         HEALTH_FILE,
         "gpuwatch-gpu-health",
         "gpuwatch / GPU health",
-        f"Per-GPU temperature, power, memory and XID errors. {_GENERATED}",
+        f"Per-GPU temperature, power, memory, XID errors, failing GPUs, throttling, ECC, "
+        f"PCIe and NVLink errors. {_GENERATED}",
         _variables(scope, "cluster", "namespace", "node"),
-        (_health_counts(scope), _per_gpu(scope), _errors(scope)),
+        (
+            _health_counts(scope),
+            _per_gpu(scope),
+            _errors(scope),
+            *health_rows(scope, alert_table(params)),
+        ),
     )
     return fleet, health
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuwatch.domain import thresholds as defaults
+from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.mig import compute_slices
 from gpuwatch.domain.pricing import DEFAULT_USD_PER_GPU_HOUR, build_price_book
@@ -47,6 +48,8 @@ class RuleParams:
     #: Per-node overrides, $ per GPU-hour, matched on the normalised ``node`` label.
     node_prices: tuple[tuple[str, float], ...] = ()
     default_usd_per_gpu_hour: float = DEFAULT_USD_PER_GPU_HOUR
+    #: The GPU-health thresholds (configuration section ``health``).
+    health: HealthPolicy = field(default_factory=HealthPolicy)
 
     @property
     def idle_ratio(self) -> float:
@@ -101,4 +104,5 @@ def rule_params_from_settings(settings: Settings) -> RuleParams:
         prices=_price_entries(settings),
         node_prices=tuple(sorted(settings.pricing.nodes.items())),
         default_usd_per_gpu_hour=settings.pricing.default_usd_per_gpu_hour,
+        health=settings.health.policy(),
     )

@@ -130,3 +130,38 @@ def clear_where(expr: str, targets: Sequence[str], label: str, regex: str) -> st
 def below_sentinel(expr: str) -> str:
     """Drop blank-reading sentinels (``expr < 9.2e18``); keeps the metric name."""
     return f"{expr} < {SENTINEL_LIMIT}"
+
+
+def _bit_runs(mask: int) -> list[tuple[int, int]]:
+    """The runs of consecutive set bits of ``mask``, as (lowest bit, run length), lowest first.
+
+    >>> _bit_runs(0b11101100)
+    [(2, 2), (5, 3)]
+    """
+    runs: list[tuple[int, int]] = []
+    for bit in range(mask.bit_length()):
+        if not (mask >> bit) & 1:
+            continue
+        if runs and sum(runs[-1]) == bit:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((bit, 1))
+    return runs
+
+
+def bit_and(expr: str, mask: int) -> str:
+    """``expr AND mask`` for a bitmask ``expr`` (a non-negative integer), written arithmetically.
+
+    PromQL has no bitwise operators: each run of consecutive bits ``lo … lo + n - 1`` of
+    ``mask`` is ``floor(expr / 2^lo) % 2^n * 2^lo``, and the runs are added.
+
+    >>> bit_and("x", 0b101100)
+    'floor(x / 4) % 4 * 4 + floor(x / 32) % 2 * 32'
+    """
+    if mask <= 0:
+        raise ValueError(f"a bit mask needs a set bit, got {mask}")
+    terms = []
+    for lo, length in _bit_runs(mask):
+        shifted = f"floor({expr} / {2**lo})" if lo else f"floor({expr})"
+        terms.append(f"{shifted} % {2**length} * {2**lo}")
+    return " + ".join(terms)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from gpuwatch.alerts import promql
 from gpuwatch.alerts.definitions import (
     ALLOCATED_IDLE,
-    PCIE_REPLAYS_RISING,
     UNCORRECTABLE_REMAPPED_ROWS,
     XID_ERROR,
 )
@@ -20,6 +19,7 @@ from gpuwatch.alerts.normalise import (
     normalise,
 )
 from gpuwatch.alerts.params import RuleParams
+from gpuwatch.alerts.recording_health import health_records
 
 PROF_UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 DEV_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -43,7 +43,6 @@ ROW_REMAP_FAILURE = "gpuwatch:gpu_row_remap_failure:value"
 UNCORRECTABLE_ROWS = (
     f"gpuwatch:gpu_uncorrectable_remapped_rows:increase{UNCORRECTABLE_REMAPPED_ROWS.window}"
 )
-PCIE_REPLAYS = f"gpuwatch:gpu_pcie_replays:increase{PCIE_REPLAYS_RISING.window}"
 
 
 @dataclass(frozen=True)
@@ -146,8 +145,6 @@ def _health(params: RuleParams) -> list[Record]:
     xid = f"max_over_time({dcgm('DCGM_FI_DEV_XID_ERRORS', params)}[{XID_ERROR.window}])"
     rows_window = UNCORRECTABLE_REMAPPED_ROWS.window
     rows = f"increase({dcgm('DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS', params)}[{rows_window}])"
-    replays_window = PCIE_REPLAYS_RISING.window
-    replays = f"increase({dcgm('DCGM_FI_DEV_PCIE_REPLAY_COUNTER', params)}[{replays_window}])"
     return [
         Record(TEMPERATURE, normalise(gauge("DCGM_FI_DEV_GPU_TEMP", params), params)),
         Record(XID_CODE, normalise(promql.below_sentinel(xid), params)),
@@ -155,7 +152,6 @@ def _health(params: RuleParams) -> list[Record]:
             ROW_REMAP_FAILURE, normalise(gauge("DCGM_FI_DEV_ROW_REMAP_FAILURE", params), params)
         ),
         Record(UNCORRECTABLE_ROWS, normalise(rows, params)),
-        Record(PCIE_REPLAYS, normalise(replays, params)),
     ]
 
 
@@ -169,4 +165,5 @@ def recording_rules(params: RuleParams) -> list[Record]:
         Record(PRICE, _price(params)),
         *_per_holder(params),
         *_health(params),
+        *(Record(record, expr) for record, expr in health_records(params)),
     ]

@@ -12,6 +12,7 @@ import yaml
 
 from gpuwatch.alerts.definitions import alert_table
 from gpuwatch.alerts.extras import extra_alerts
+from gpuwatch.alerts.health import health_alerts
 from gpuwatch.alerts.params import (
     PriceEntry,
     RuleParams,
@@ -71,7 +72,11 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     """The rule group: recording rules first, then the alerts that read them."""
     records = [{"record": r.record, "expr": r.expr} for r in recording_rules(params)]
     table = alert_table(params)
-    every = (*core_alerts(params, table), *extra_alerts(params, table))
+    every = (
+        *core_alerts(params, table),
+        *extra_alerts(params, table),
+        *health_alerts(params, table),
+    )
     alerts = [_alert_rule(a, params) for a in every]
     return [{"name": GROUP, "rules": [*records, *alerts]}]
 

@@ -14,15 +14,16 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
-from gpuwatch.analytics.policy import AnalyticsPolicy
-from gpuwatch.analytics.rules import (
-    CLAIM_SUFFIX,
-    KINDS,
-    Context,
-    Finding,
-    WorkloadMeasures,
-    findings,
+from gpuwatch.analytics.efficiency import (
+    EFFICIENCY_KEYS,
+    EfficiencyMeasures,
+    efficiency_measures,
+    key_of,
+    workload_efficiency,
 )
+from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.analytics.rulebook import findings
+from gpuwatch.analytics.rules import CLAIM_SUFFIX, KINDS, Context, Finding, WorkloadMeasures
 from gpuwatch.analytics.totals import HOURS_PER_MONTH, hours_with_data
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.allocation import DRA
@@ -77,6 +78,9 @@ def _row(
 ) -> dict[str, Any]:
     rate = w.allocated_cost_usd / window_hours if window_hours > 0 else 0.0
     evidence = base_evidence(w, ctx.policy, window_hours) | finding.evidence
+    if finding.at_stake_usd > 0 and window_hours > 0:
+        monthly = finding.at_stake_usd / window_hours * HOURS_PER_MONTH
+        evidence["at_stake_monthly_usd"] = round(monthly, 2)
     return {
         "cluster": w.cluster,
         "namespace": w.namespace,
@@ -109,17 +113,33 @@ def sort_recommendations(frame: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns="_kind").reset_index(drop=True)
 
 
-def measures(stats: pd.DataFrame) -> list[WorkloadMeasures]:
-    """The rows of :func:`workload_stats` as typed records."""
-    names = [f.name for f in fields(WorkloadMeasures)]
-    return [WorkloadMeasures(*row) for row in stats[names].itertuples(index=False)]
+def measures(stats: pd.DataFrame, efficiency: pd.DataFrame | None = None) -> list[WorkloadMeasures]:
+    """The rows of :func:`workload_stats` as typed records, each with its row of
+    :func:`~gpuwatch.analytics.efficiency.workload_efficiency` where given."""
+    names = [f.name for f in fields(WorkloadMeasures) if f.name != "efficiency"]
+    found: dict[tuple[str, ...], EfficiencyMeasures] = {}
+    if efficiency is not None and len(efficiency):
+        found = efficiency_measures(efficiency)
+    keys = stats[list(EFFICIENCY_KEYS)].itertuples(index=False, name=None)
+    return [
+        WorkloadMeasures(**dict(zip(names, row, strict=True)), efficiency=found.get(key_of(key)))
+        for row, key in zip(stats[names].itertuples(index=False), keys, strict=True)
+    ]
 
 
-def recommend_from_stats(stats: pd.DataFrame, ctx: Context, data_hours: float) -> pd.DataFrame:
-    """Apply every rule to every workload of :func:`workload_stats`; monthly savings are the
-    cost per hour with data (``data_hours``) × 730."""
+def recommend_from_stats(
+    stats: pd.DataFrame,
+    ctx: Context,
+    data_hours: float,
+    efficiency: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Apply every rule to every workload of :func:`workload_stats` (with its real
+    ``efficiency`` where given); monthly savings are the cost per hour with data
+    (``data_hours``) × 730."""
     rows = [
-        _row(w, finding, ctx, data_hours) for w in measures(stats) for finding in findings(w, ctx)
+        _row(w, finding, ctx, data_hours)
+        for w in measures(stats, efficiency)
+        for finding in findings(w, ctx)
     ]
     if not rows:
         return empty_recommendations()
@@ -157,14 +177,29 @@ def recommend(
     gpus: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
     detail: StoredDetail | None = None,
+    health: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Recommendations for the window ``[start_ts, end_ts)`` from raw samples (or hourly
-    roll-ups with their ``detail``); monthly savings per hour of the window's data span."""
+    roll-ups with their ``detail``); monthly savings per hour of the window's data span.
+    ``health``: the hourly health roll-up (HEALTH_COLUMNS) for ``investigate_efficiency``."""
     window = samples[(samples["ts"] >= start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(window, pods, price_book)
     stats = workload_stats(costed, policy, price_book, gpus, detail)
     ctx = build_context(policy, price_book, nodes, pods)
-    return recommend_from_stats(stats, ctx, data_span_hours(window, start_ts, end_ts))
+    efficiency = window_efficiency(health, price_book, start_ts, end_ts)
+    span = data_span_hours(window, start_ts, end_ts)
+    return recommend_from_stats(stats, ctx, span, efficiency)
+
+
+def window_efficiency(
+    health: pd.DataFrame | None, price_book: PriceBook, start_ts: int, end_ts: int
+) -> pd.DataFrame | None:
+    """:func:`~gpuwatch.analytics.efficiency.workload_efficiency` of the health roll-up's hours
+    that overlap ``[start_ts, end_ts)``; None without a health frame."""
+    if health is None:
+        return None
+    ts = health["ts"].to_numpy(dtype="int64")
+    return workload_efficiency(health[(ts > start_ts - HOUR_S) & (ts < end_ts)], price_book)
 
 
 def build_context(

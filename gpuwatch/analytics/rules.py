@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwatch.analytics.efficiency import EfficiencyMeasures
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.mig import (
@@ -33,6 +34,7 @@ KINDS = (
     "cheaper_model",
     "use_spot",
     "memory_risk",
+    "investigate_efficiency",
 )
 
 
@@ -45,6 +47,9 @@ class Finding:
     suggested: str
     fraction_saved: float
     evidence: dict[str, Any]
+    #: Dollars of the window a finding without a saving puts at stake (its evidence states
+    #: them, and per month).
+    at_stake_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class WorkloadMeasures:
     mig_profile: Any
     #: How its GPUs were held, modes ``+``-joined (``dra``: through ResourceClaims).
     allocation: str = ""
+    #: Its real efficiency (:func:`gpuwatch.analytics.efficiency.workload_efficiency`), None
+    #: without health readings.
+    efficiency: EfficiencyMeasures | None = None
 
     @property
     def claims(self) -> bool:
@@ -349,22 +357,39 @@ def memory_risk(w: WorkloadMeasures, ctx: Context) -> Finding | None:
     return Finding("memory_risk", current, "a GPU or MIG profile with more memory", 0.0, {})
 
 
-RULES: tuple[Rule, ...] = (
-    reclaim_idle,
-    reduce_gpu_count,
-    reduce_replicas,
-    use_mig,
-    share_gpu,
-    cheaper_model,
-    use_spot,
-    memory_risk,
-)
+#: What to look at for each cause of busy-but-inefficient GPU time.
+EFFICIENCY_ADVICE: dict[str, str] = {
+    "throttled": "check the node's cooling and power limits (clocks held down)",
+    "memory-bound": "profile memory traffic: batch size, kernel fusion, mixed precision",
+    "input-bound": "profile the input pipeline: data loading, CPU preprocessing, host copies",
+    "no tensor cores used": "use mixed precision (BF16/FP16, TF32) so the tensor cores work",
+}
 
 
-def findings(w: WorkloadMeasures, ctx: Context) -> list[Finding]:
-    """Every rule that fires for ``w``; when ``reclaim_idle`` fires, the GPUs are to be given
-    back, so the other saving kinds (a smaller or cheaper GPU …) are left out."""
-    found = [f for rule in RULES if (f := rule(w, ctx)) is not None]
-    if found and found[0].kind == "reclaim_idle":
-        return [f for f in found if f.kind == "reclaim_idle" or f.fraction_saved == 0]
-    return found
+def _pct_or_none(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 1)
+
+
+def investigate_efficiency(w: WorkloadMeasures, ctx: Context) -> Finding | None:
+    """Busy but inefficient (contract section 5): engine active ≥ 50 % while SM active < 25 %,
+    or tensor active ≈ 0 on a GPU with tensor cores, where the profiling fields exist. No
+    saving is claimed; the evidence states the dollars at stake and the likely cause."""
+    e = w.efficiency
+    if e is None or e.cause is None:
+        return None
+    sm = "SM n/a" if math.isnan(e.sm_active_pct) else f"SM {e.sm_active_pct:.0f} %"
+    tensor = "" if math.isnan(e.tensor_active_pct) else f", tensor {e.tensor_active_pct:.0f} %"
+    evidence = {
+        "cause": e.cause,
+        "inefficient_gpu_hours": round(e.inefficient_gpu_hours, 4),
+        "inefficient_cost_usd": round(e.inefficient_cost_usd, 2),
+        "engine_active_pct": _pct_or_none(e.engine_active_pct),
+        "sm_active_pct": _pct_or_none(e.sm_active_pct),
+        "tensor_active_pct": _pct_or_none(e.tensor_active_pct),
+        "dram_active_pct": _pct_or_none(e.dram_active_pct),
+        "throttled_pct": _pct_or_none(e.throttled_pct),
+    }
+    current = f"engine {e.engine_active_pct:.0f} % active, {sm}{tensor} ({e.cause})"
+    advice = EFFICIENCY_ADVICE[e.cause]
+    return Finding("investigate_efficiency", current, advice, 0.0, evidence,
+                   e.inefficient_cost_usd)  # fmt: skip

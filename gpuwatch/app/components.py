@@ -28,6 +28,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/savings", "Savings"),
     ("/reports", "Reports"),
     ("/alerts", "Alerts"),
+    ("/gpu-health", "GPU health"),
     ("/health", "Data health"),
 )
 URL_ID = "gw-url"

@@ -32,6 +32,7 @@ PAGE_MODULES = (
     "gpuwatch.app.pages.savings",
     "gpuwatch.app.pages.reports",
     "gpuwatch.app.pages.alerts",
+    "gpuwatch.app.pages.gpu_health",
     "gpuwatch.app.pages.health",
 )
 _DATA_KEY = "GPUWATCH_DATA"

@@ -18,6 +18,7 @@ from gpuwatch.analytics.recommend import (
     build_context,
     empty_recommendations,
     recommend_from_stats,
+    window_efficiency,
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
@@ -26,7 +27,8 @@ from gpuwatch.app.data import WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, pending_series
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
-from gpuwatch.domain.frames import NO_POD
+from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
+from gpuwatch.store import repository
 from gpuwatch.store.repository_detail import load_detail
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
@@ -220,9 +222,24 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         detail = None if snap.engine is None else load_detail(snap.engine, start, end)
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
         ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
-        return recommend_from_stats(stats, ctx, data_hours(snap, window))
+        health = health_window(snap, window)
+        efficiency = window_efficiency(health, snap.price_book, start, end)
+        return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency)
 
     return snap.memo(("recommendations", window), compute, pin=True)
+
+
+def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
+    """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
+    store returns them (never modify them)."""
+
+    def compute() -> pd.DataFrame:
+        if snap.engine is None or snap.empty:
+            return empty_frame(HEALTH_COLUMNS)
+        start, end = window_bounds(snap, Filters(window=window))
+        return repository.load_health_hourly(snap.engine, start, end)
+
+    return snap.memo(("health_window", window), compute)
 
 
 def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:

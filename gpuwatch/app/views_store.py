@@ -112,6 +112,7 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
             end_ts,
             resolution="auto",
             idle_util_pct=data.settings.thresholds.idle_util_pct,
+            health=True,
         )
         frame = weekly_report(
             inputs.samples,
@@ -122,6 +123,7 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
             start_ts,
             nodes=inputs.nodes,
             detail=inputs.detail,
+            health=inputs.health,
         )
         return WeeklyView(frame, hours_with_data(inputs.samples, start_ts, end_ts))
 

@@ -37,6 +37,7 @@ def _inputs(app: AppContext, start_ts: int, end_ts: int, resolution: str | None)
         end_ts,
         resolution=resolution or app.settings.storage.resolution,
         idle_util_pct=app.settings.thresholds.idle_util_pct,
+        health=True,
     )
 
 
@@ -75,6 +76,7 @@ def report_weekly(
         start_ts,
         nodes=data.nodes,
         detail=data.detail,
+        health=data.health,
     )
     _write(render_csv(frame), out)
 
@@ -125,6 +127,7 @@ def recommend_command(
         gpus=data.gpus,
         nodes=data.nodes,
         detail=data.detail,
+        health=data.health,
     )
     if fmt == "table":
         click.echo(render_table(frame, span))

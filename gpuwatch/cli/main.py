@@ -80,6 +80,7 @@ def _register() -> None:
         commands_dashboards,
         commands_db,
         commands_demo,
+        commands_health,
         commands_report,
         commands_simulate,
     )
@@ -88,6 +89,7 @@ def _register() -> None:
     cli.add_command(commands_collect.collect_command)
     cli.add_command(commands_report.report)
     cli.add_command(commands_report.recommend_command)
+    cli.add_command(commands_health.health_command)
     cli.add_command(commands_simulate.simulate)
     cli.add_command(commands_dashboards.dashboards)
     cli.add_command(commands_db.db)

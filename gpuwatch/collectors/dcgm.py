@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.collectors import promjson, screen
+from gpuwatch.collectors.bounds import BOUNDS, bounded, health_values
 from gpuwatch.collectors.dcgm_labels import (
     REMEMBERED_SERIES,
     label_facts,
@@ -40,6 +41,7 @@ from gpuwatch.collectors.dcgm_labels import (
 )
 from gpuwatch.collectors.page import (
     DEVICE_SLOT,
+    HEALTH_VALUE_COLUMNS,
     IDENTITY_COLUMNS,
     OUTPUT_COLUMNS,
     SHARING_COLUMNS,
@@ -56,22 +58,12 @@ from gpuwatch.collectors.promjson import Matrix
 from gpuwatch.collectors.promql import FIELDS
 from gpuwatch.domain.labels import LabelVariants
 
-__all__ = ["OUTPUT_COLUMNS", "SIGNAL_DEV", "SIGNAL_PROF", "UNIT_KEY", "LabelVariants"]
+__all__ = ["BOUNDS", "OUTPUT_COLUMNS", "SIGNAL_DEV", "SIGNAL_PROF", "UNIT_KEY", "LabelVariants"]
 
-#: Plausible range of each field; readings outside (blank sentinels ~9.2e18, negatives, NaN,
-#: infinities, averages that include a sentinel) become missing, never data.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "util_prof": (0.0, 1.0001),
-    "util_dev_pct": (0.0, 100.01),
-    "fb_used_mib": (0.0, 1e8),
-    "fb_used_last_mib": (0.0, 1e8),
-    "fb_free_mib": (0.0, 1e8),
-    "fb_reserved_mib": (0.0, 1e8),
-    "power_w": (0.0, 1e5),
-    "temp_c": (-50.0, 300.0),
-    "xid": (0.0, 1e6),
-}
-#: Fields whose series decide a sample's pod attribution, in order of preference.
+#: Fields whose series decide a sample's pod attribution, in order of preference. The
+#: efficiency and health readings (:data:`HEALTH_VALUE_COLUMNS`) never do, nor make a row on
+#: their own: they are read into the rows the other fields make, so that whether an exporter
+#: provides them changes no other stored value.
 ATTRIBUTION_ORDER = ("util_prof", "util_dev_pct", "fb_used_mib")
 Results = Mapping[str, Matrix | Sequence[Mapping[str, Any]]]
 
@@ -233,11 +225,6 @@ def _cells(matrix: Matrix, offset: int, table: _SeriesTable, grid: _Grid) -> np.
     return np.where(unit >= 0, unit * grid.size + slot, -1)
 
 
-def _bounded(name: str, values: np.ndarray) -> np.ndarray:
-    low, high = BOUNDS[name]
-    return np.where((values >= low) & (values <= high), values, np.nan)
-
-
 def _offsets(results: Mapping[str, Matrix]) -> dict[str, int]:
     """Per field, the index of its first series in the page's series table."""
     sizes = [len(matrix.labels) for matrix in results.values()]
@@ -263,9 +250,11 @@ def _place(
         read = cells >= 0
         if not read.all():
             cells, series, values = cells[read], series[read], values[read]
-        score = table.score[offset : offset + len(matrix.labels)][series]
-        values = _bounded(name, values)
+        values = bounded(name, values)
         readings[name] = scatter_max(cells_total, cells, values)
+        if name in HEALTH_VALUE_COLUMNS:  # never the source of a row's attribution
+            continue
+        score = table.score[offset : offset + len(matrix.labels)][series]
         best = np.minimum(best, scatter_min(cells_total, cells, score, empty))
     return readings, best
 
@@ -314,10 +303,12 @@ def _rows(
     nan = np.full(len(best), np.nan)
     grids = {f.field: readings.get(f.field, nan) for f in FIELDS if not f.capacity}
     has_reading = np.zeros(len(best), dtype=bool)
-    for column in grids.values():
-        has_reading |= ~np.isnan(column)
+    for name, column in grids.items():
+        if name not in HEALTH_VALUE_COLUMNS:
+            has_reading |= ~np.isnan(column)
     cells = np.flatnonzero(has_reading)
     at = {name: column[cells] for name, column in grids.items()}
+    health = health_values({name: at[name] for name in HEALTH_VALUE_COLUMNS if name in readings})
     prof, dev = at["util_prof"], at["util_dev_pct"] / 100.0
     signal = np.where(~np.isnan(prof), 1, np.where(~np.isnan(dev), 2, 0)).astype(np.int8)
     unit = cells // grid.size
@@ -341,6 +332,7 @@ def _rows(
             "power_w": at["power_w"],
             "temp_c": at["temp_c"],
             "xid": at["xid"],
+            **health,
         },
     )
 

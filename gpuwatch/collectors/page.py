@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.collectors.screen import SeriesIssues
+from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 
 UNIT_KEY = ["uuid", "mig_gi_id", "slot"]
 #: Facts of a unit besides its key: pods sharing its device through one ResourceClaim (1: not
@@ -29,6 +30,9 @@ IDENTITY_COLUMNS = ["node", "model_name", "mig_profile", "gpu_index", "device",
                     "namespace", "pod", "container", "label_style"]  # fmt: skip
 #: Float columns of each row.
 VALUE_COLUMNS = ["util_ratio", "fb_used_mib", "fb_total_mib", "power_w", "temp_c", "xid"]
+#: Efficiency and health readings a row may also hold (``gpu_samples`` columns of the same
+#: names; absent from ``PageSamples.values`` where the exporter provides none of them).
+HEALTH_VALUE_COLUMNS: tuple[str, ...] = HEALTH_SAMPLE_FIELDS
 SIGNAL_PROF = "prof_gr_engine_active"
 SIGNAL_DEV = "dev_gpu_util"
 #: ``PageSamples.util_signal`` codes: 0 no utilization reading, 1 and 2 the signal used.

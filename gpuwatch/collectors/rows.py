@@ -10,7 +10,7 @@ import pandas as pd
 from sqlalchemy import Connection, select
 
 from gpuwatch.collectors.kube_parse import KubeSnapshot
-from gpuwatch.collectors.page import SIGNALS, UNIT_KEY, PageSamples
+from gpuwatch.collectors.page import HEALTH_VALUE_COLUMNS, SIGNALS, UNIT_KEY, PageSamples
 from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, MIG, TIME_SLICE
 from gpuwatch.domain.pricing import builtin_prices
 from gpuwatch.store.models import UTIL_SIGNALS, Namespace, Node, Pod
@@ -324,7 +324,8 @@ def sample_columns(
     memory_by_gpu: Mapping[int, float | None] | None = None,
     idle_gpus: frozenset[int] = frozenset(),
 ) -> SampleColumns:
-    """The page's rows as the columns of :data:`gpuwatch.store.writer.SAMPLE_FIELDS`.
+    """The page's rows as the columns of :data:`gpuwatch.store.writer.SAMPLE_FIELDS`, with the
+    efficiency and health readings the page has (``health``; the others are NULL).
 
     ``idle_gpus``: store ids of GPUs in MIG mode without instances (:func:`empty_mig_gpus`):
     a reading of theirs without utilization (MIG mode has no ``DCGM_FI_DEV_GPU_UTIL``) is
@@ -361,4 +362,5 @@ def sample_columns(
         power_w=page.values["power_w"],
         temp_c=page.values["temp_c"],
         xid=np.trunc(page.values["xid"]),
+        health={name: page.values[name] for name in HEALTH_VALUE_COLUMNS if name in page.values},
     )

@@ -26,8 +26,11 @@ import pandas as pd
 
 from gpuwatch.collectors.page import DEVICE_SLOT, UNIT_DTYPES, UNIT_KEY, PageSamples
 
-#: Readings a free slot's rows hold at 0: the work is the held slots'.
-IDLE_VALUES = ("util_ratio", "fb_used_mib")
+#: Readings a free slot's rows hold at 0: the work is the held slots' (the GPU's state, its
+#: clocks, clock events and error counts, is copied like its temperature).
+IDLE_VALUES = ("util_ratio", "fb_used_mib", "sm_active_ratio", "sm_occupancy_ratio",
+               "tensor_active_ratio", "dram_active_ratio", "pcie_bytes_per_s",
+               "nvlink_bytes_per_s")  # fmt: skip
 
 
 def _free_rows(
@@ -93,7 +96,8 @@ def _combined(page: PageSamples, devices: np.ndarray, parts: list[_Part]) -> Pag
     picked, free = index[order], idle[order]
     values = {name: column[picked] for name, column in page.values.items()}
     for name in IDLE_VALUES:  # a slot no pod holds does no work
-        values[name] = np.where(free & ~np.isnan(values[name]), 0.0, values[name])
+        if name in values:
+            values[name] = np.where(free & ~np.isnan(values[name]), 0.0, values[name])
     return replace(
         page,
         units=units.astype(UNIT_DTYPES),

@@ -6,13 +6,14 @@ Built from the settings once per command or request, then passed to the pure ana
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 from sqlalchemy import Engine
 
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.config import Settings
+from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook, build_price_book
 from gpuwatch.domain.series import StoredDetail
 from gpuwatch.store import repository, repository_detail
@@ -34,6 +35,9 @@ class Inputs:
     resolution: str = "raw"
     #: The roll-ups' recommendation detail, read with hourly roll-ups (None with raw samples).
     detail: StoredDetail | None = None
+    #: The hourly health roll-up (HEALTH_COLUMNS) of the window widened to whole hours, when
+    #: asked for; None when not read.
+    health: pd.DataFrame | None = field(default=None)
 
 
 def price_book_from(settings: Settings) -> PriceBook:
@@ -42,6 +46,16 @@ def price_book_from(settings: Settings) -> PriceBook:
     return build_price_book(
         pricing.default_usd_per_gpu_hour, pricing.spot_discount, overrides, dict(pricing.nodes)
     )
+
+
+def health_policy_from(settings: Settings) -> HealthPolicy:
+    return settings.health.policy()
+
+
+def load_health(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The hourly health roll-up of the hours that overlap ``[start_ts, end_ts)``."""
+    first, last = hour_window(start_ts, end_ts)
+    return repository.load_health_hourly(engine, first, last)
 
 
 def policy_from(settings: Settings) -> AnalyticsPolicy:
@@ -55,7 +69,7 @@ def policy_from(settings: Settings) -> AnalyticsPolicy:
 RESOLUTIONS = ("auto", "raw", "hourly")
 
 
-def _hour_window(start_ts: int, end_ts: int) -> tuple[int, int]:
+def hour_window(start_ts: int, end_ts: int) -> tuple[int, int]:
     return start_ts - start_ts % HOUR_S, -(-end_ts // HOUR_S) * HOUR_S
 
 
@@ -68,7 +82,7 @@ def choose_resolution(
         raise ValueError(f"resolution must be one of {', '.join(RESOLUTIONS)}, not {resolution!r}")
     if resolution != "auto":
         return resolution
-    first, last = _hour_window(start_ts, end_ts)
+    first, last = hour_window(start_ts, end_ts)
     raw = repository.has_samples(engine, start_ts, end_ts)
     if raw and not repository.has_hourly(engine, first, last):
         return "raw"
@@ -98,16 +112,19 @@ def load_inputs(
     *,
     resolution: str = "raw",
     idle_util_pct: float = 5.0,
+    health: bool = False,
 ) -> Inputs:
-    """The frames costing, the weekly report and recommendations need (no health readings).
+    """The frames costing, the weekly report and recommendations need (the samples without
+    their health readings).
 
     ``resolution``: ``raw`` samples, ``hourly`` roll-ups (the window widened to whole hours),
-    or ``auto`` (:func:`choose_resolution`).
+    or ``auto`` (:func:`choose_resolution`). ``health``: also read the hourly health roll-up
+    (:func:`load_health`) for the health columns and ``investigate_efficiency``.
     """
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
     detail = None
     if chosen == "hourly":
-        start_ts, end_ts = _hour_window(start_ts, end_ts)
+        start_ts, end_ts = hour_window(start_ts, end_ts)
         samples = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
         detail = repository_detail.load_detail(engine, start_ts, end_ts)
     else:
@@ -121,4 +138,5 @@ def load_inputs(
         nodes=repository.load_nodes(engine),
         resolution=chosen,
         detail=detail,
+        health=load_health(engine, start_ts, end_ts) if health else None,
     )

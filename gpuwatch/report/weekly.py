@@ -17,6 +17,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
+from gpuwatch.analytics.efficiency import workload_efficiency
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import (
@@ -76,15 +77,16 @@ TWO_DECIMALS = frozenset(
      "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd", "unallocated_gpu_hours",
      "unallocated_cost_usd"}
 )  # fmt: skip
-#: Columns of section 7 gpuwatch does not measure yet (queues, gangs, clock events, health,
-#: profiling fields): empty cells, never a 0 that would claim "none" (docs/report.md).
-NOT_MEASURED = tuple(
-    name
-    for name in SECTION_7
-    if name not in ("allocation", "unallocated_gpu_hours", "unallocated_cost_usd")
-)
+#: Columns of section 7 gpuwatch does not measure yet (queues, gangs): empty cells, never a 0
+#: that would claim "none" (docs/report.md).
+NOT_MEASURED = ("queue", "stalled_gpu_hours", "stalled_cost_usd")
 #: Percent columns of section 7 that stay empty where the exporter provides no profiling fields.
 OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
+#: Section 7's columns from the health roll-up (:func:`workload_efficiency`); empty where not
+#: measured (no health readings; ``throttled_gpu_hours`` without clock-event readings).
+HEALTH_FIGURES = ("throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd", *OPTIONAL_PCT)
+#: After every saving kind and ``memory_risk``, the kinds a workload's cell may name.
+_NO_SAVING_ORDER = ("memory_risk", "investigate_efficiency")
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
 
@@ -141,10 +143,11 @@ def allocation_modes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _best_recommendation(recs: pd.DataFrame) -> pd.DataFrame:
-    """Per workload: the largest-saving kind, else ``memory_risk``, with its savings."""
+    """Per workload: the largest-saving kind, else ``memory_risk``, else
+    ``investigate_efficiency``, with its savings."""
     saving = recs[recs["est_monthly_savings_usd"] > 0]
-    risk = recs[recs["kind"].eq("memory_risk")]
-    best = pd.concat([saving, risk]).drop_duplicates(_SORT_KEYS, keep="first")
+    others = [recs[recs["kind"].eq(kind)] for kind in _NO_SAVING_ORDER]
+    best = pd.concat([saving, *others]).drop_duplicates(_SORT_KEYS, keep="first")
     best = best[[*_SORT_KEYS, "kind", "est_monthly_savings_usd"]]
     return best.rename(columns={"kind": "recommendation"})
 
@@ -162,11 +165,30 @@ def _workload_rows(
     sums = _summed(held, _SORT_KEYS, policy.idle_threshold_ratio)
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = build_context(policy, price_book, context["nodes"], pods)
-    best = _best_recommendation(recommend_from_stats(stats, ctx, context["data_hours"]))
+    efficiency = context.get("efficiency")
+    recs = recommend_from_stats(stats, ctx, context["data_hours"], efficiency)
+    best = _best_recommendation(recs)
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested", "allocation"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
+    out = _with_health(out, efficiency)
     out["recommendation"] = out["recommendation"].fillna("")
     out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
+    return out
+
+
+def _with_health(rows: pd.DataFrame, efficiency: pd.DataFrame | None) -> pd.DataFrame:
+    """Workload rows with the health figures of their efficiency row; without a health frame
+    they stay empty (not measured), without a row of their own failing is 0, the rest empty."""
+    if efficiency is None:
+        return rows
+    figures = efficiency[[*_SORT_KEYS, *HEALTH_FIGURES]].copy()
+    rows = rows.copy()
+    for name in _SORT_KEYS:
+        figures[name] = figures[name].astype("string")
+        rows[name] = rows[name].astype("string")
+    out = rows.merge(figures, on=_SORT_KEYS, how="left")
+    for name in ("failing_gpu_hours", "failing_cost_usd"):
+        out[name] = out[name].astype("float64").fillna(0.0)
     return out
 
 
@@ -184,10 +206,13 @@ def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
     out["gpus_requested"] = 0
     out["recommendation"] = ""
     out["est_monthly_savings_usd"] = 0.0
+    # Allocated figures only: an unheld GPU is throttled or failing for no workload.
+    for name in ("throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd"):
+        out[name] = 0.0
     return out
 
 
-def _finish(frame: pd.DataFrame, week_start: str) -> pd.DataFrame:
+def _finish(frame: pd.DataFrame, week_start: str, measured: bool) -> pd.DataFrame:
     frame = frame.copy()
     frame["week_start"] = week_start
     alloc = frame["allocated_gpu_hours"].to_numpy(dtype="float64")
@@ -199,6 +224,12 @@ def _finish(frame: pd.DataFrame, week_start: str) -> pd.DataFrame:
     frame["gpus_requested"] = frame["gpus_requested"].fillna(0).astype("int64")
     for name in NOT_MEASURED:
         frame[name] = None
+    for name in HEALTH_FIGURES:
+        if not measured or name not in frame:
+            frame[name] = None
+            continue
+        values = frame[name].astype("float64")
+        frame[name] = values.round(1 if name in OPTIONAL_PCT else 2) + 0.0
     for name in TEXT_COLUMNS:
         frame[name] = frame[name].astype(object).where(frame[name].notna(), "").astype(str)
     frame = frame.sort_values(_SORT_KEYS, kind="stable")
@@ -216,18 +247,26 @@ def weekly_report(
     *,
     nodes: pd.DataFrame | None = None,
     detail: StoredDetail | None = None,
+    health: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
 
     Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
-    rows are sorted by ``idle_cost_usd`` descending, then by their key columns.
+    rows are sorted by ``idle_cost_usd`` descending, then by their key columns. ``health``:
+    the hourly health roll-up (HEALTH_COLUMNS) for the health columns and
+    ``investigate_efficiency``; without it those columns are empty.
     """
     week_start = _check_week_start(week_start_ts)
     end_ts = week_start_ts + WEEK_S
     week = samples[(samples["ts"] >= week_start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(week, pods, price_book)
-    context = {"gpus": gpus, "nodes": nodes, "detail": detail,
-               "data_hours": data_span_hours(week, week_start_ts, end_ts)}  # fmt: skip
+    context = {
+        "gpus": gpus,
+        "nodes": nodes,
+        "detail": detail,
+        "data_hours": data_span_hours(week, week_start_ts, end_ts),
+        "efficiency": _week_efficiency(health, price_book, week_start_ts, end_ts),
+    }
     parts = [
         _workload_rows(costed, pods, price_book, policy, context),
         _idle_rows(costed, policy.idle_threshold_ratio),
@@ -235,17 +274,34 @@ def weekly_report(
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in HEADER})
-    return _finish(pd.concat(parts, ignore_index=True), week_start)
+    measured = context["efficiency"] is not None
+    return _finish(pd.concat(parts, ignore_index=True), week_start, measured)
+
+
+def _week_efficiency(
+    health: pd.DataFrame | None, price_book: PriceBook, start_ts: int, end_ts: int
+) -> pd.DataFrame | None:
+    """The week's efficiency rows; None (the health columns not measured) without a health
+    roll-up for the week, as in a store collected before it existed."""
+    if health is None:
+        return None
+    ts = health["ts"].to_numpy(dtype="int64")
+    week = health[(ts >= start_ts) & (ts < end_ts)]
+    return workload_efficiency(week, price_book) if len(week) else None
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
 
 
 def _cell(name: str, value: Any) -> str:
-    if name in NOT_MEASURED and (value is None or value is pd.NA):
+    if (name in NOT_MEASURED or name in HEALTH_FIGURES) and _missing(value):
         return ""
     if name in TEXT_COLUMNS:
         return neutralise("" if value is None or value is pd.NA else str(value))
     if name == "gpus_requested":
         return str(int(value))
-    if name == "efficiency_pct":
+    if name == "efficiency_pct" or name in OPTIONAL_PCT:
         return f"{float(value):.1f}"
     return f"{float(value):.2f}"
 

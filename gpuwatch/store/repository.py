@@ -243,8 +243,6 @@ _HOURLY_SELECT = (
     "temp_max_c",
     "xid",
 )
-
-
 _HOURLY_HEALTH = ("power_w_sum", "power_n", "temp_max_c", "xid")
 
 
@@ -396,3 +394,6 @@ def load_collection_state(engine: Engine) -> pd.DataFrame:
     return frame.astype(
         {"cluster": "string", "source": "string", "watermark_ts": "int64", "updated_ts": "int64"}
     )
+
+
+from gpuwatch.store.repository_health import load_health_hourly as load_health_hourly  # noqa: E402, PLC0414

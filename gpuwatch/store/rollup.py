@@ -1,7 +1,9 @@
 """Hourly roll-ups of ``gpu_samples`` and the retention of raw samples (docs/storage.md).
 
 Every writer of samples rolls up the hours it touched in the same transaction
-(:func:`roll_up`), so ``gpu_samples_hourly`` always holds every hour that has raw samples, and
+(:func:`roll_up`), so ``gpu_samples_hourly`` (and, with it, the health roll-up
+``gpu_health_hourly``: :mod:`gpuwatch.store.rollup_health`) always holds every hour that has
+raw samples, and
 raw samples can be deleted after ``storage.raw_retention`` without losing a GPU-hour or a
 dollar (:func:`compact`). The SQL is the same on SQLite and PostgreSQL.
 """
@@ -15,7 +17,7 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.domain.durations import DAY_S
-from gpuwatch.store import rollup_detail
+from gpuwatch.store import rollup_detail, rollup_health
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -113,6 +115,7 @@ def roll_up(conn: Connection, start_ts: int, end_ts: int) -> int:
     params = {"idle_ratio": idle_ratio, "start_ts": first, "end_ts": last}
     result = conn.execute(text(_ROLL_UP_SQL), params)
     rollup_detail.roll_up_range(conn, first, last, idle_ratio)
+    rollup_health.roll_up_range(conn, first, last)
     return max(int(result.rowcount or 0), 0)
 
 
@@ -221,10 +224,11 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
     for hour in np.unique(hours[~fresh]).tolist():
         rows += roll_up(conn, hour, hour + HOUR_S)
     if fresh.any():
-        mine = samples if fresh.all() else SampleColumns(*(c[fresh] for c in samples.columns()))
+        mine = samples if fresh.all() else samples.take(fresh)
         # Only this page's GPU units: another cluster's collector may be rolling up the same
         # hour for its own units at the same time.
-        in_fresh = GpuSampleHourly.hour_ts.in_(sorted(np.unique(hours[fresh]).tolist()))
+        fresh_hours_written = sorted(np.unique(hours[fresh]).tolist())
+        in_fresh = GpuSampleHourly.hour_ts.in_(fresh_hours_written)
         mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
         conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
         idle_ratio = idle_util_pct(conn) / 100.0
@@ -236,6 +240,7 @@ def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[i
             mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
         )
         rollup_detail.roll_up_samples(conn, held, idle_ratio)
+        rollup_health.roll_up_samples(conn, mine, fresh_hours_written)
     return rows
 
 
@@ -275,6 +280,7 @@ def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) 
     old = conn.execute(delete(GpuSampleHourly).where(GpuSampleHourly.hour_ts < hourly_cut))
     conn.execute(delete(PodSampleHourly).where(PodSampleHourly.hour_ts < hourly_cut))
     conn.execute(delete(WorkloadSampleHourly).where(WorkloadSampleHourly.hour_ts < hourly_cut))
+    rollup_health.delete_before(conn, hourly_cut)
     state = read_state(conn)
     threshold = DEFAULT_IDLE_UTIL_PCT if state is None else state.idle_util_pct
     updated = now_ts if state is None else state.updated_ts

@@ -25,6 +25,7 @@ from gpuwatch.store.models import (
     Node,
     Pod,
 )
+
 # Re-exported: ``SampleColumns(..., health={name: array})`` also carries the efficiency and health
 # readings (``HEALTH_SAMPLE_FIELDS``; a name not given is stored NULL).
 from gpuwatch.store.sample_columns import SampleColumns as SampleColumns  # noqa: PLC0414

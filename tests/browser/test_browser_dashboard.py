@@ -39,6 +39,7 @@ PAGES = [
     ("/savings", "savings"),
     ("/reports", "reports"),
     ("/alerts", "alerts"),
+    ("/gpu-health", "gpu-health"),
     ("/health", "health"),
 ]
 

@@ -14,7 +14,7 @@ import yaml
 from dash import Input, Output, dcc, html
 
 from gpuwatch.alerts.definitions import AlertDefinition, span_text
-from gpuwatch.alerts.evaluate import Evaluation
+from gpuwatch.alerts.evaluate import KINDS, Evaluation
 from gpuwatch.alerts.live import LiveAlerts
 from gpuwatch.alerts.render import (
     OPERATOR_FILE,
@@ -69,6 +69,10 @@ _CONDITIONS: dict[str, Callable[[AlertDefinition], str]] = {
     "GPUMemoryNearFull": lambda d: f"framebuffer used ≥ {fmt.ratio_pct(d.threshold, 0)}",
     "GPUHighTemperature": lambda d: f"temperature ≥ {d.threshold:g} °C",
     "GPUXidError": lambda d: f"a non-zero XID code in the last {span_text(d.timing.window_s)}",
+    "GPUXidHardwareError": lambda d: (
+        "an XID NVIDIA's catalogue lists as hardware or driver in the last "
+        f"{span_text(d.timing.window_s)}"
+    ),
     "GPUExporterDown": lambda d: (
         f"a node with samples in the last {span_text(d.timing.window_s)} has gone silent"
     ),
@@ -184,6 +188,12 @@ def live_section(live: LiveAlerts, definitions: tuple[AlertDefinition, ...]) -> 
     return _blocks(blocks)
 
 
+def prometheus_only(definitions: tuple[AlertDefinition, ...]) -> list[str]:
+    """The alerts the store does not evaluate (their readings are not in the stored samples,
+    or they need kube-state-metrics or prices): only Prometheus shows them."""
+    return [d.name for d in definitions if d.name not in KINDS]
+
+
 def states_section(states: AlertStates) -> list[Any]:
     if states.live is not None:
         return live_section(states.live, states.definitions)
@@ -222,7 +232,8 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
     if states.live is None:
         note += (
             f" At the last stored sample ({fmt.when(snap.marker.last_ts)}), with the rules' "
-            "windows and for: durations."
+            "windows and for: durations. Only Prometheus evaluates the other rules: "
+            f"{', '.join(prometheus_only(states.definitions))}."
         )
     if states.live is None and snap.empty:
         met: list[Any] = [empty_state(PAGE, "No GPU samples stored yet", NO_DATA_HINT)]

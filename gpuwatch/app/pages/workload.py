@@ -29,6 +29,7 @@ from gpuwatch.app import format as fmt
 from gpuwatch.app.components import card, empty_state, html_table, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.efficiency_panel import efficiency_section
 from gpuwatch.app.evidence import column_heading, column_value, rest_text
 from gpuwatch.app.figures import COLORS, Figure, per_gpu_figure
 from gpuwatch.app.figures_explain import (
@@ -50,6 +51,7 @@ from gpuwatch.app.views_gpu import (
     workload_rows,
     workload_series,
 )
+from gpuwatch.app.views_health import efficiency_view
 
 PAGE, PATH, TITLE = "workload", "/workload", "Workload"
 QUANTILE_COLOR = "#1e293b"
@@ -266,6 +268,7 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
             "GPU-hours); dashed, what a suggestion would leave held.",
             key="workload-explain",
         ),
+        efficiency_section(efficiency_view(snap, f.window, key)),
         html.Div(
             [
                 dcc.Graph(id="workload-util", figure=util),

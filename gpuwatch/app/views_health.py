@@ -1,0 +1,191 @@
+"""What the GPU health page shows: the hourly health roll-up of the window, scoped to the
+filters, through the health analytics (:mod:`gpuwatch.analytics.health`).
+
+The window's rows are read once per data version with
+:func:`gpuwatch.store.repository.load_health_hourly` over the same hour-aligned window as every
+other page (:func:`~gpuwatch.app.views.window_bounds`) and memoized in the snapshot, keyed by
+window (and the filters for what is derived from them): new data is a new snapshot, so a cached
+result never outlives the data it came from. Every figure is the analytics'; this module only
+picks rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.costing import drop_gpuless_pods
+from gpuwatch.analytics.efficiency import efficiency_timeline, workload_efficiency
+from gpuwatch.analytics.health import (
+    drain_candidates,
+    failing_since,
+    gpu_health,
+    health_timeline,
+)
+from gpuwatch.analytics.health_rows import GPU_KEY
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.views import equals, health_window, hourly_rows, window_bounds
+from gpuwatch.app.views_gpu import WorkloadKey
+from gpuwatch.domain.health import HealthPolicy
+from gpuwatch.domain.pricing import PriceBook
+
+#: Filter → column of the health rows, for the facts of a GPU unit.
+UNIT_FILTERS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
+#: Filter → column, for the facts of the pod holding the unit.
+POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
+#: Seconds-with-a-reading columns of the profiling fields.
+PROFILING_DATA = ("sm_data_s", "sm_occupancy_data_s", "tensor_data_s", "dram_data_s")
+#: Error counts, stored only where the counter rose (NULL otherwise).
+ERROR_COUNTS = ("ecc_sbe", "ecc_dbe", "pcie_replays", "nvlink_errors", "row_remap_failure")
+
+
+def _matching(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
+    mask = np.ones(len(frame), dtype=bool)
+    for attr, column in pairs:
+        value = getattr(f, attr)
+        if value is not None:
+            mask &= equals(frame[column], value)
+    return mask
+
+
+def gpu_keys(frame: pd.DataFrame) -> pd.MultiIndex:
+    """Each row's physical GPU, (cluster, gpu_uuid)."""
+    return pd.MultiIndex.from_arrays([frame[k].astype(str).to_numpy() for k in GPU_KEY])
+
+
+def scope(frame: pd.DataFrame, f: Filters) -> pd.DataFrame:
+    """The rows of the GPUs in scope: units of the cluster, GPU model and allocation mode; with
+    a team or namespace, the physical GPUs its pods (those requesting GPUs) held in the window,
+    with all their hours (a GPU's health is the GPU's, whoever held it)."""
+    rows = frame[_matching(frame, f, UNIT_FILTERS)]
+    if f.team is None and f.namespace is None:
+        return rows
+    pods = drop_gpuless_pods(rows, None)  # the exporter's own pod holds no GPU
+    held = pods[_matching(pods, f, POD_FILTERS)]
+    keep = gpu_keys(rows).isin(gpu_keys(held))
+    return rows[np.asarray(keep, dtype=bool)]
+
+
+@dataclass(frozen=True)
+class Readings:
+    """Which kinds of reading the rows in scope carry (none of them: the exporter sends none)."""
+
+    rows: bool
+    clock_events: bool
+    profiling: bool
+    error_counts: bool
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> Readings:
+        def seconds(name: str) -> bool:
+            values = rows[name].to_numpy(dtype="float64", na_value=np.nan)
+            return bool(np.nansum(values) > 0)
+
+        return cls(
+            rows=len(rows) > 0,
+            clock_events=seconds("clock_data_s"),
+            profiling=any(seconds(name) for name in PROFILING_DATA),
+            error_counts=any(bool(rows[name].notna().any()) for name in ERROR_COUNTS),
+        )
+
+
+@dataclass(frozen=True)
+class HealthView:
+    """The page's frames: ``entries`` (:func:`~gpuwatch.analytics.health.gpu_health`),
+    ``drain`` (its drain candidates), ``timeline`` (per hour and GPU), the physical GPUs in
+    scope and which readings they have."""
+
+    entries: pd.DataFrame
+    drain: pd.DataFrame
+    timeline: pd.DataFrame
+    gpus: int
+    readings: Readings
+
+
+def health_view_of(
+    rows: pd.DataFrame, price_book: PriceBook, policy: HealthPolicy, end_ts: int
+) -> HealthView:
+    """The analytics of the rows in scope."""
+    entries = gpu_health(rows, price_book, policy, end_ts)
+    return HealthView(
+        entries=entries,
+        drain=drain_candidates(entries),
+        timeline=health_timeline(rows, policy),
+        gpus=len(gpu_keys(rows).unique()),
+        readings=Readings.of(rows),
+    )
+
+
+def health_view(snap: Snapshot, f: Filters, policy: HealthPolicy) -> HealthView:
+    """The GPU health of the filters' window and scope."""
+
+    def compute() -> HealthView:
+        rows = scope(health_window(snap, f.window), f)
+        return health_view_of(rows, snap.price_book, policy, window_bounds(snap, f)[1])
+
+    return snap.memo(("health_view", f, policy), compute)
+
+
+def unit_ids(units: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """The store id of each physical GPU's first unit (its page), by (cluster, gpu_uuid)."""
+    first = units.sort_values("gpu_id").drop_duplicates(list(GPU_KEY))
+    return {
+        (str(cluster), str(uuid)): int(gpu_id)
+        for cluster, uuid, gpu_id in first[[*GPU_KEY, "gpu_id"]].itertuples(index=False)
+    }
+
+
+def workload_mask(frame: pd.DataFrame, key: WorkloadKey) -> np.ndarray:
+    """Rows of the workload's pods (a pod without a workload is its own ``Pod``)."""
+    pod = frame["pod"].astype(object)
+    bare = frame["workload"].isna() & pod.notna()
+    kind = frame["workload_kind"].astype(object).mask(bare, "Pod")
+    name = frame["workload"].astype(object).mask(bare, pod)
+    mask = equals(frame["cluster"], key.cluster) & equals(frame["namespace"], key.namespace)
+    same = kind.eq(key.kind).fillna(False) & name.eq(key.name).fillna(False)
+    return np.asarray(mask & same.to_numpy(dtype=bool), dtype=bool)
+
+
+@dataclass(frozen=True)
+class EfficiencyView:
+    """A workload's efficiency over the window: per GPU model
+    (:func:`~gpuwatch.analytics.efficiency.workload_efficiency`), per hour
+    (:func:`~gpuwatch.analytics.efficiency.efficiency_timeline`), and the utilization signals
+    of its hourly rows (``prof_gr_engine_active``, ``dev_gpu_util``)."""
+
+    efficiency: pd.DataFrame
+    timeline: pd.DataFrame
+    signals: frozenset[str]
+
+
+def efficiency_view_of(
+    health: pd.DataFrame, price_book: PriceBook, key: WorkloadKey, signals: frozenset[str]
+) -> EfficiencyView:
+    """The analytics of the workload's rows of ``health`` (the window's rows); a GPU fails
+    from its first failing event in the window, whoever held it then."""
+    rows = health[workload_mask(health, key)]
+    return EfficiencyView(
+        efficiency=workload_efficiency(rows, price_book, failing_since(health)),
+        timeline=efficiency_timeline(rows),
+        signals=signals,
+    )
+
+
+def utilization_signals(snap: Snapshot, window: str, key: WorkloadKey) -> frozenset[str]:
+    """The utilization signals of the workload's hourly rows in the window."""
+    hourly = hourly_rows(snap, Filters(window=window))
+    held = hourly[hourly[c.ALLOCATED].to_numpy(dtype=bool) & key.matches(hourly)]
+    return frozenset(str(s) for s in held["util_signal"].dropna().unique())
+
+
+def efficiency_view(snap: Snapshot, window: str, key: WorkloadKey) -> EfficiencyView:
+    """The workload's efficiency in the window (other filters do not apply)."""
+
+    def compute() -> EfficiencyView:
+        signals = utilization_signals(snap, window, key)
+        return efficiency_view_of(health_window(snap, window), snap.price_book, key, signals)
+
+    return snap.memo(("efficiency_view", window, key), compute)
