@@ -147,3 +147,30 @@ def test_readings_are_null_where_the_exporter_has_no_such_field(store: Engine) -
         "SELECT count(*) FROM gpu_samples WHERE clock_events IS NULL OR sm_clock_mhz IS NULL"
     )
     assert _rows(store, everywhere) == [(0,)]
+
+
+def test_the_health_roll_up_holds_the_scenarios(store: Engine, fleet: Fleet) -> None:
+    """Loading builds the hourly health roll-up from these readings, as collection does."""
+    failing = _rows(
+        store,
+        "SELECT h.hour_ts, h.ecc_dbe, h.data_s FROM gpu_health_hourly h "
+        "JOIN gpus g ON g.id = h.gpu_id WHERE g.uuid = :uuid AND h.ecc_dbe IS NOT NULL",
+        uuid=_uuid(fleet, "prod-us-east", "a7", 5),
+    )
+    assert failing == [(FAILED_TS, 1, 3600)]
+    h1 = next(n.name for n in fleet.nodes if n.alias == "h1")
+    afternoon = _rows(
+        store,
+        "SELECT h.hour_ts, sum(h.clock_data_s), sum(h.throttled_s), sum(h.thermal_s), "
+        "sum(h.power_cap_s) FROM gpu_health_hourly h JOIN gpus g ON g.id = h.gpu_id "
+        "JOIN nodes n ON n.id = g.node_id WHERE n.name = :node AND h.hour_ts >= :lo "
+        "AND h.hour_ts < :hi GROUP BY h.hour_ts ORDER BY h.hour_ts",
+        node=h1,
+        lo=START_TS + 26 * 3600,
+        hi=START_TS + 32 * 3600,
+    )
+    # Thursday 11:00-16:00: 8 GPUs × 3,600 s of clock data; thermal from 12:00 to 16:00.
+    assert afternoon == [
+        (START_TS + h * 3600, 28800, 28800 if 27 <= h < 31 else 0, 28800 if 27 <= h < 31 else 0, 0)
+        for h in range(26, 32)
+    ]
