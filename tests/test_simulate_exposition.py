@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuwatch.collectors.dcgm import LabelVariants, samples_from_results
+from gpuwatch.collectors.dcgm import LabelVariants, page_samples
 from gpuwatch.collectors.promql import FIELDS
 from gpuwatch.simulate.exposition import (
     BLANK_ONE_IN,
@@ -309,23 +309,51 @@ def _text(value: object) -> str | None:
 
 def _collector_results(text: str) -> dict[str, list[dict[str, Any]]]:
     """What Prometheus would answer for each field after scraping ``text`` at TS, one scrape
-    target per node (``instance`` = the node's hostname label)."""
-    results: dict[str, list[dict[str, Any]]] = {f.field: [] for f in FIELDS}
-    for sample in parse_exposition(text):
-        labels = {**sample.labels, "__name__": sample.name, "job": "dcgm-exporter"}
-        labels["instance"] = _host(sample)
-        for field in (f.field for f in FIELDS if f.metric == sample.name):
-            results[field].append({"metric": labels, "values": [[TS, sample.text]]})
+    target per node (``instance`` = the node's hostname label): the gauges the collector reads
+    (a counter's increase needs two scrapes), a field of several metrics as its query combines
+    them (``sum``: added per label set; ``or``: the first metric present)."""
+    samples = parse_exposition(text)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for query in (f for f in FIELDS if not f.counter):
+        found: dict[tuple[tuple[str, str], ...], float] = {}
+        for metric in query.metrics:
+            mine = {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == metric}
+            for key, value in mine.items():
+                if query.combine == "sum":
+                    found[key] = found.get(key, 0.0) + value
+                else:
+                    found.setdefault(key, value)
+        results[query.field] = [
+            {
+                "metric": {**dict(key), "__name__": query.metric, "job": "dcgm-exporter"}
+                | {"instance": dict(key).get("Hostname") or dict(key)["hostname"]},
+                "values": [[TS, repr(value)]],
+            }
+            for key, value in found.items()
+        ]
     return results
+
+
+_GAUGES = (
+    "sm_active_ratio",
+    "sm_occupancy_ratio",
+    "tensor_active_ratio",
+    "dram_active_ratio",
+    "sm_clock_mhz",
+    "clock_events",
+    "pcie_bytes_per_s",
+    "nvlink_bytes_per_s",
+)
 
 
 @pytest.mark.parametrize("cluster", [PROD, RESEARCH])
 def test_the_collector_reads_back_what_sample_at_says(
     fleet: Fleet, rows: pd.DataFrame, cluster: str
 ) -> None:
-    frame = samples_from_results(
+    page = page_samples(
         _collector_results(_exposition(fleet, rows, cluster)), LabelVariants(), step_s=60
     )
+    frame = page.to_frame().assign(**{name: page.values[name] for name in _GAUGES})
     read = frame.set_index(["uuid", "mig_gi_id", "slot"])
     nodes = _nodes(fleet, cluster)
     for row in rows[rows["cluster"] == cluster].itertuples():
@@ -350,6 +378,9 @@ def test_the_collector_reads_back_what_sample_at_says(
             assert got["fb_total_mib"] == row.fb_total_mib
         assert got["temp_c"] == row.temp_c
         assert got["xid"] == row.xid
+        for name in _GAUGES:  # NaN (not exported) reads back as no reading
+            expected = getattr(row, name)
+            assert got[name] == pytest.approx(expected, nan_ok=True, abs=1e-9), (key, name)
     pods = set(frame["pod"].dropna())
     assert not any(p.startswith("nvidia-dcgm-exporter") for p in pods)
 
@@ -403,6 +434,17 @@ def test_server_serves_one_node_and_refuses_unknown_ones(
     other = next(iter(_nodes(fleet, RESEARCH)))
     assert _get(f"{server.url}/metrics?node={other}")[0] == 404
     assert _get(f"{server.url}/nothing")[0] == 404
+
+
+def test_every_node_gets_what_its_own_render_says(
+    server: ExporterServer, fleet: Fleet, rows: pd.DataFrame
+) -> None:
+    """The server computes an instant's series once for the cluster and answers each node's
+    scrape from them: the same text as rendering that node alone (shared GPUs, DRA included)."""
+    for node in _nodes(fleet, PROD):
+        status, _, body = server.respond(f"/metrics?node={node}")
+        assert status == 200
+        assert body.decode() == render(fleet, TS, rows, PROD, node), node
 
 
 def test_server_answers_503_for_a_node_in_an_outage(server: ExporterServer, fleet: Fleet) -> None:

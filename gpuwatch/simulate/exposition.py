@@ -26,7 +26,12 @@ What the text shows, node by node:
   ``dra_pool_name`` (MIG devices also ``dra_mig_profile`` and ``dra_mig_device_uuid``); a claim
   shared by k pods gives k series with the same values, one per pod, and no ``vgpu``; a device
   no claim holds has one plain series;
-- a node whose exporter is down (an outage window) has no series at all;
+- efficiency and health families (:mod:`gpuwatch.simulate.exposition_health`): profiling
+  gauges where the unit exports ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, NVLink bytes on whole GPUs of
+  NVLink models, SM clock, clock-event bitmask (its older name on one node), ECC, PCIe replay
+  and NVLink error counters and the row-remap failure flag where the GPU has them;
+- a node whose exporter is down (an outage window) has no series at all, nor has a failed GPU
+  during its silence;
 - utilization reads as the blank sentinel ``9223372036854775794`` for about one unit-instant in
   ``BLANK_ONE_IN`` (a deterministic draw, see :func:`is_blank`), as DCGM reports blank fields.
 """
@@ -44,6 +49,13 @@ from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.simulate.dra import claim_name, is_dra
 from gpuwatch.simulate.dra_names import DRIVER, mig_uuid
+from gpuwatch.simulate.exposition_health import (
+    HEALTH_FAMILIES,
+    SM_CLOCK,
+    device_values,
+    profiling_values,
+    summed_profiling,
+)
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, NodeSpec
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.kube_objects import (
@@ -66,7 +78,6 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 MEMORY_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"
-SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 
 #: Metric families in exposition order: name → (type, help text as dcgm-exporter writes it).
@@ -82,21 +93,22 @@ FAMILIES: dict[str, tuple[str, str]] = {
     FB_RESERVED: ("gauge", "Framebuffer memory reserved (in MiB)."),
     XID: ("gauge", "Value of the last XID error encountered."),
     PROF_UTIL: ("gauge", "Ratio of time the graphics engine is active."),
+    **HEALTH_FAMILIES,
 }
 #: Share of a whole GPU's framebuffer the driver reserves (reported as FB_RESERVED).
 RESERVED_SHARE = 0.006
-_BOOST_MHZ = {"A100": 1410, "H100": 1980, "L4": 2040, "T4": 1590}
-_IDLE_MHZ = 210
 _HBM_MODELS = ("A100", "H100")
 _REBOOT_PERIOD_S = 90 * DAY_S
 
 
 @dataclass(frozen=True)
 class Series:
-    """One labelled GPU unit (or time-sliced device) and its values by metric family."""
+    """One labelled GPU unit (or time-sliced device) and its values by metric family, exported
+    by the exporter of ``node``."""
 
     labels: tuple[tuple[str, str], ...]
     values: Mapping[str, str]
+    node: str = ""
 
 
 def reports_pod_hostname(node: NodeSpec) -> bool:
@@ -156,17 +168,18 @@ def build_series(
             if holder is None or unit.sharing == DRA:
                 continue
             labels = (*_labels(spec, unit, holder), ("vgpu", str(unit.slot)))
-            series.append(Series(labels, _slot_values(spec, unit, row, ts)))
+            series.append(Series(labels, _slot_values(spec, unit, row, ts), unit.node))
             continue
         labels = _labels(spec, unit, holder) + _dra_labels(fleet, unit, row, claims)
-        series.append(Series(labels, _unit_values(spec, unit, row, ts)))
+        series.append(Series(labels, _unit_values(spec, unit, row, ts), unit.node))
     for members in shared.values():
         spec = nodes[members[0][0].node]
         if members[0][0].sharing == DRA:
             series += _claim_series(fleet, spec, members, ts, (containers, claims))
             continue
         unit = members[0][0]
-        series.append(Series(_labels(spec, unit, None), _device_values(spec, members, ts)))
+        values = _device_values(spec, members, ts)
+        series.append(Series(_labels(spec, unit, None), values, unit.node))
     return series
 
 
@@ -187,8 +200,8 @@ def _claim_series(
         holder = _holder(row, containers)
         if holder is not None:
             labels = _labels(node, unit, holder) + _dra_labels(fleet, member, row, claims)
-            found.append(Series(labels, values))
-    return found or [Series(_labels(node, unit, None), values)]
+            found.append(Series(labels, values, node.name))
+    return found or [Series(_labels(node, unit, None), values, node.name)]
 
 
 def _dra_labels(
@@ -258,22 +271,19 @@ def _util(unit: GpuUnit, util_ratio: float, ts: int, blank: bool) -> dict[str, s
     return {family: f"{util_ratio:.6f}"}
 
 
-def _device_readings(
-    node: NodeSpec, unit: GpuUnit, row: Any, ts: int, busy: bool
-) -> dict[str, str]:
+def _device_readings(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """Readings of the physical GPU (copied onto every series of a shared GPU)."""
     temp = round(float(row.temp_c))
-    model = next((m for m in _BOOST_MHZ if m in node.gpu_model), "")
+    hbm = any(model in node.gpu_model for model in _HBM_MODELS)
     values = {
-        SM_CLOCK: str(_BOOST_MHZ.get(model, 1400) if busy else _IDLE_MHZ),
-        MEMORY_TEMP: str(temp + 3 if model in _HBM_MODELS else 0),
+        MEMORY_TEMP: str(temp + 3 if hbm else 0),
         GPU_TEMP: str(temp),
         XID: str(int(row.xid)),
     }
     if not math.isnan(float(row.power_w)):
         values[POWER] = f"{float(row.power_w):.6f}"
         values[ENERGY] = str(_energy_mj(node, unit, ts))
-    return values
+    return values | device_values(node, unit, row, ts)
 
 
 def _energy_mj(node: NodeSpec, unit: GpuUnit, ts: int) -> int:
@@ -295,14 +305,14 @@ def _memory(total: float, used: float, whole_gpu: bool) -> dict[str, str]:
 def _unit_values(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """A whole GPU or a MIG instance."""
     used, total = float(row.fb_used_mib), float(row.fb_total_mib)
-    values = _device_readings(node, unit, row, ts, float(row.util_ratio) > 0.05)
+    values = _device_readings(node, unit, row, ts) | profiling_values(row)
     values |= _memory(total, used, unit.mig_gi_id < 0)
     return values | _util(unit, float(row.util_ratio), ts, blank=True)
 
 
 def _slot_values(node: NodeSpec, unit: GpuUnit, row: Any, ts: int) -> dict[str, str]:
     """A held replica slot of a time-sliced GPU: its own utilization and memory use."""
-    values = _device_readings(node, unit, row, ts, float(row.util_ratio) > 0.0)
+    values = _device_readings(node, unit, row, ts) | profiling_values(row)
     values[FB_USED] = str(int(float(row.fb_used_mib)))
     return values | _util(unit, float(row.util_ratio), ts, blank=True)
 
@@ -312,7 +322,9 @@ def _device_values(node: NodeSpec, members: list[tuple[GpuUnit, Any]], ts: int) 
     unit, first = members[0]
     util = min(1.0, sum(float(row.util_ratio) for _, row in members))
     used = sum(float(row.fb_used_mib) for _, row in members)
-    values = _device_readings(node, unit, first, ts, util > 0.05)
+    values = _device_readings(node, unit, first, ts) | summed_profiling(
+        (r for _, r in members), util
+    )
     values[XID] = str(max(int(row.xid) for _, row in members))
     values |= _memory(float(first.fb_total_mib), used, True)
     return values | _util(unit, util, ts, blank=False)

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 
 from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, MIG, TIME_SLICE
 from gpuwatch.domain.mig import mig_fraction
+from gpuwatch.simulate import layout_health as scenario
 from gpuwatch.simulate.dra_names import GPU_CLASS, MIG_CLASS, gpu_device_name, mig_device_names
+from gpuwatch.simulate.fleet_health import with_scenarios
 from gpuwatch.simulate.layout import (
     CLUSTERS,
     EXPORTED_LABELS_NODE,
@@ -46,7 +48,8 @@ class NodeSpec:
     ``exported`` (scraped without honorLabels: ``exported_pod``/``exported_namespace``, with
     ``pod``/``namespace`` naming ``exporter_pod``) or ``lowercase`` (``hostname``/``uuid``).
     ``util_signal``: ``prof`` (DCGM_FI_PROF_GR_ENGINE_ACTIVE) or ``dev`` (DCGM_FI_DEV_GPU_UTIL).
-    ``gpu_sharing``: how the node hands GPUs out (``domain.allocation.NODE_MODES``)."""
+    ``gpu_sharing``: how the node hands GPUs out (``domain.allocation.NODE_MODES``);
+    ``health``: which health fields its exporter reports, and its scenarios."""
 
     cluster: str
     name: str
@@ -69,6 +72,7 @@ class NodeSpec:
     idle_w: float
     max_w: float
     gpu_sharing: str = DEVICE_PLUGIN
+    health: scenario.NodeHealth = scenario.NO_EVENTS_NODE
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class GpuUnit:
     ``physical`` numbers the physical GPU across the fleet (units of one GPU are adjacent);
     ``share`` is the unit's fraction of that GPU's compute; ``key`` seeds its noise.
     ``sharing`` is the unit's mode (``domain.allocation.MODES``); ``dra_device`` its device name
-    in the node's ResourceSlice (DRA nodes only)."""
+    in the node's ResourceSlice (DRA nodes only); ``failure`` and ``noise`` its health events."""
 
     cluster: str
     node: str
@@ -99,6 +103,8 @@ class GpuUnit:
     key: int
     sharing: str = DEVICE_PLUGIN
     dra_device: str | None = None
+    failure: scenario.Failure | None = None
+    noise: scenario.CounterNoise | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,8 @@ class WorkloadSpec:
     during each cycle of ``schedule``. ``kind`` is the top owner kind; ``team_label`` is a pod
     label overriding the namespace's team. ``allocation`` is ``dra`` for pods holding their
     units through ResourceClaims (``gpu_resource`` is then the device class), ``claim`` the
-    named claim all its pods share (None: a claim per pod, from a template)."""
+    named claim all its pods share (None: a claim per pod, from a template). ``efficiency``
+    shapes its profiling fields; ``xid_event`` a daily XID of one of its pods."""
 
     cluster: str
     namespace: str
@@ -131,6 +138,8 @@ class WorkloadSpec:
     key: int
     allocation: str | None = None
     claim: str | None = None
+    efficiency: scenario.Efficiency = scenario.DEFAULT_EFFICIENCY
+    xid_event: scenario.XidEvent | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,8 @@ def build_fleet(seed: int = 7) -> Fleet:
     workloads = tuple(_workload(seed, d, by_alias, units) for d in declared)
     outage_node = by_alias[OUTAGE_NODE]
     outages = (Outage(outage_node.cluster, outage_node.name, OUTAGE),)
-    return Fleet(seed, tuple(clusters), tuple(nodes), tuple(units), namespaces, workloads, outages)
+    fleet = Fleet(seed, tuple(clusters), tuple(nodes), tuple(units), namespaces, workloads, outages)
+    return with_scenarios(fleet)
 
 
 def _node(seed: int, cluster: ClusterDecl, decl: NodeDecl, ordinal: int) -> NodeSpec:

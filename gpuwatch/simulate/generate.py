@@ -13,7 +13,11 @@ share of the physical GPU, so the slots of a GPU add up to the device's utilizat
 alike). The slots of a DRA device that a claim shares between pods all carry the device's
 readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
 ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
-MIG instances report no power (NaN). String key columns are pandas categoricals.
+MIG instances report no power (NaN). The efficiency and health columns
+(``gpuwatch.store.models.HEALTH_SAMPLE_FIELDS``) are what ``gpuwatch collect`` stores from the
+simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where the unit does not export the
+field, and for counters where the step saw no increase. A failed GPU's silence removes its rows,
+as an outage does. String key columns are pandas categoricals.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.simulate.dra import DRA_DEVICE_COLUMNS, dra_devices_frame
 from gpuwatch.simulate.fleet import Fleet
+from gpuwatch.simulate.health import apply_xid_events, health_columns, silent
 from gpuwatch.simulate.noise import slow_uniform, stable_hash, uniform, unit_keys
 from gpuwatch.simulate.patterns import (
     activity,
@@ -38,6 +43,7 @@ from gpuwatch.simulate.patterns import (
     utilization,
 )
 from gpuwatch.simulate.pods import PodInstance, pod_instances, pods_frame
+from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -62,6 +68,7 @@ SAMPLE_COLUMNS = (
     "power_w",
     "temp_c",
     "xid",
+    *HEALTH_SAMPLE_FIELDS,
 )
 _FAST, _SLOW, _MEMORY, _POWER, _XID, _TEMP = range(1, 7)
 
@@ -260,9 +267,8 @@ class _Grid:
     xid: I64
 
 
-def _fill(fleet: Fleet, table: _Units, ts: I64, instances: list[PodInstance]) -> tuple[_Grid, F64]:
-    """Holder, utilization, memory fraction and XID of every unit and instant; and the slow
-    noise (reused for device temperatures)."""
+def _fill(fleet: Fleet, table: _Units, ts: I64, instances: list[PodInstance]) -> _Grid:
+    """Holder, utilization, memory fraction and XID of every unit and instant."""
     shape = (len(fleet.units), len(ts))
     grid = _Grid(
         np.full(shape, -1, np.int32), np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64)
@@ -291,12 +297,17 @@ def _fill(fleet: Fleet, table: _Units, ts: I64, instances: list[PodInstance]) ->
             draw = uniform(table.keys[rows], part, _XID)
             grid.xid[rows, lo:hi] = np.where(draw < spec.xid_rate, spec.xid_code, 0)
     _merge_shared(grid, table.shared)
-    return grid, slow
+    return grid
 
 
-def _device(table: _Units, ts: I64, util: F64, slow: F64) -> tuple[F64, F64]:
+def _device_util(table: _Units, util: F64) -> F64:
+    """Utilization per physical GPU (its units' weighted sum)."""
+    device: F64 = np.add.reduceat(util * table.weight[:, None], table.starts, axis=0)
+    return device
+
+
+def _device(table: _Units, ts: I64, device_util: F64) -> tuple[F64, F64]:
     """Power and temperature per unit: device-level readings of each unit's physical GPU."""
-    device_util = np.add.reduceat(util * table.weight[:, None], table.starts, axis=0)
     power_noise = uniform(table.keys[table.starts], ts, _POWER)
     temp_noise = slow_uniform(table.keys[table.starts], ts, _TEMP, HOUR_S)
     power = power_w(device_util, table.idle_w, table.max_w, power_noise)[table.physical]
@@ -306,8 +317,8 @@ def _device(table: _Units, ts: I64, util: F64, slow: F64) -> tuple[F64, F64]:
 
 
 def _exporter_up(fleet: Fleet, ts: I64) -> BOOL:
-    """False where a unit's node exporter is down."""
-    up = np.ones((len(fleet.units), len(ts)), dtype=np.bool_)
+    """False where a unit's node exporter is down or a failed GPU is silent."""
+    up = ~silent(fleet, ts)
     if len(ts) == 0:
         return up
     for outage in fleet.outages:
@@ -320,19 +331,22 @@ def _exporter_up(fleet: Fleet, ts: I64) -> BOOL:
 
 def _samples(fleet: Fleet, ts: I64, step_s: int, instances: list[PodInstance]) -> pd.DataFrame:
     table = _unit_table(fleet)
-    grid, slow = _fill(fleet, table, ts, instances)
+    grid = _fill(fleet, table, ts, instances)
+    apply_xid_events(fleet, grid.xid, ts, grid.holder, instances)
     # As exported: whole percents for DCGM_FI_DEV_GPU_UTIL, six decimals for the PROF ratio.
     grid.util = np.where(
         table.is_dev[:, None], np.round(grid.util * 100.0) / 100.0, np.round(grid.util, 6)
     )
-    power, temp = _device(table, ts, grid.util, slow)
+    device_util = _device_util(table, grid.util)
+    power, temp = _device(table, ts, device_util)
     values = {
         "util_ratio": grid.util,
         "fb_used_mib": np.round(grid.memory * table.memory[:, None]),
         "power_w": power,
         "temp_c": temp,
     }
-    keep = _exporter_up(fleet, ts).ravel()
+    up = _exporter_up(fleet, ts)
+    keep = up.ravel()
     unit = np.repeat(np.arange(len(fleet.units)), len(ts))[keep]
     frame = _key_columns(fleet, table, unit, grid.holder.ravel()[keep], instances)
     frame["ts"] = np.tile(ts, len(fleet.units))[keep]
@@ -342,6 +356,10 @@ def _samples(fleet: Fleet, ts: I64, step_s: int, instances: list[PodInstance]) -
     frame["util_signal"] = _categorical(table.is_dev[unit].astype(np.int64), UTIL_SIGNAL_NAMES)
     frame["fb_total_mib"] = table.memory[unit]
     frame["xid"] = grid.xid.ravel()[keep]
+    reported = (up, _exporter_up(fleet, ts - step_s))
+    frame |= health_columns(
+        fleet, ts, step_s, (grid.util, device_util), grid.holder, instances, reported
+    )
     return pd.DataFrame(frame, columns=list(SAMPLE_COLUMNS))
 
 

@@ -1,34 +1,30 @@
 """Write simulated frames into an empty, migrated store (SQLite or PostgreSQL).
 
-Small tables go through SQLAlchemy Core. The sample rows go through the driver: ``COPY`` on
-psycopg, else ``executemany`` of multi-row INSERTs (one statement per row costs more than the
-row), appended in primary-key order with the table's other indexes rebuilt afterwards. Ids are
-read back by natural key, never assumed, so PostgreSQL sequences stay consistent.
+Small tables go through SQLAlchemy Core, the sample rows through the driver
+(:mod:`gpuwatch.simulate.load_samples`). Ids are read back by natural key, never assumed, so
+PostgreSQL sequences stay consistent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sqlalchemy import Table, func, insert, inspect, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.engine import Connection
 
 from gpuwatch.domain.providers import provider_from_node
-from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES, SimulatedData
+from gpuwatch.simulate.generate import SimulatedData
 from gpuwatch.simulate.kube_objects import provider_id
+from gpuwatch.simulate.load_samples import insert_samples
 from gpuwatch.store import rollup
 from gpuwatch.store.models import (
-    SAMPLE_FIELDS,
-    UTIL_SIGNALS,
     Cluster,
     CollectionState,
     DraDevice,
-    GpuSample,
     Namespace,
     Node,
     Pod,
@@ -36,12 +32,7 @@ from gpuwatch.store.models import (
 from gpuwatch.store.models import Gpu as GpuRow
 
 SOURCE = "simulated"
-CHUNK_ROWS = 50_000
-#: Rows per INSERT statement (2,816 parameters: within SQLite's and PostgreSQL's limits).
-ROWS_PER_STATEMENT = 256
-SAMPLE_COLUMNS = SAMPLE_FIELDS
 _KEY_SPAN = 1 << 12
-_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 _NODE_COLUMNS = (
     "gpu_model",
     "gpu_count",
@@ -109,7 +100,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     gpu_ids = _insert_gpus(conn, data, clusters, nodes, seen)
     _insert_namespaces(conn, data, clusters)
     pods = _insert_pods(conn, data, clusters, nodes)
-    written = _insert_samples(conn, data, gpu_ids[gpu_index], pods)
+    written = insert_samples(conn, data.samples, gpu_ids[gpu_index], pods)
     devices = _insert_dra_devices(conn, data, clusters)
     rollup.roll_up(conn, data.start_ts, data.end_ts)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
@@ -277,109 +268,3 @@ def _insert_dra_devices(conn: Connection, data: SimulatedData, clusters: dict[st
     if rows:
         conn.execute(insert(_table(DraDevice)), rows)
     return len(rows)
-
-
-def _insert_samples(
-    conn: Connection, data: SimulatedData, gpu_ids: NDArray[np.int64], pods: dict[str, int]
-) -> int:
-    table = _table(GpuSample)
-    matrix = _sample_matrix(data.samples, gpu_ids, pods)
-    deferred = [ix for ix in table.indexes if ix.name in _existing_indexes(conn, table)]
-    for index in deferred:
-        index.drop(conn)
-    _write_rows(conn, table, matrix)
-    for index in deferred:
-        index.create(conn)
-    return len(matrix)
-
-
-def _sample_matrix(
-    samples: pd.DataFrame, gpu_ids: NDArray[np.int64], pods: dict[str, int]
-) -> NDArray[np.object_]:
-    """The ``gpu_samples`` rows as Python values (None for NULL), in primary-key order."""
-    uid = samples["pod_uid"].astype("category")
-    known = [pods.get(str(u)) for u in uid.cat.categories]
-    if any(k is None for k in known):
-        raise ValueError("samples name a pod that is not in the pods frame")
-    codes = {name: i for i, name in UTIL_SIGNALS.items()}
-    signal = samples["util_signal"].astype(pd.CategoricalDtype(list(UTIL_SIGNAL_NAMES)))
-    signal_codes = np.array([codes[n] for n in UTIL_SIGNAL_NAMES], dtype=np.int64)
-    columns: dict[str, NDArray[Any]] = {
-        "gpu_id": gpu_ids,
-        "ts": samples["ts"].to_numpy(np.int64),
-        "step_s": samples["step_s"].to_numpy(np.int64),
-        "util_signal": signal_codes[signal.cat.codes.to_numpy()],
-        "xid": samples["xid"].to_numpy(np.int64),
-    }
-    for name in ("util_ratio", "fb_used_mib", "fb_total_mib", "power_w", "temp_c"):
-        columns[name] = samples[name].to_numpy(np.float64)
-    order = _key_order(_table(GpuSample), columns)
-    matrix = np.empty((len(samples), len(SAMPLE_COLUMNS)), dtype=object)
-    for name, values in columns.items():
-        few = name not in ("util_ratio", "fb_used_mib", "power_w")
-        matrix[:, SAMPLE_COLUMNS.index(name)] = _boxed(values[order], few)
-    pod_ids = np.array([*known, None], dtype=object)
-    matrix[:, SAMPLE_COLUMNS.index("pod_id")] = pod_ids[uid.cat.codes.to_numpy()[order]]
-    return matrix
-
-
-def _boxed(values: NDArray[Any], few_distinct: bool) -> NDArray[np.object_]:
-    """Values as Python objects, NaN as None (PostgreSQL keeps NaN as a value, not NULL).
-
-    A column of ``few_distinct`` values (ids, instants, codes) boxes each distinct value once.
-    """
-    if few_distinct:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-        return np.array([*uniques.tolist(), None], dtype=object)[codes]
-    boxed = values.astype(object)
-    if values.dtype.kind == "f":
-        boxed[np.isnan(values)] = None
-    return boxed
-
-
-def _key_order(table: Table, columns: dict[str, NDArray[Any]]) -> NDArray[np.intp]:
-    """Row order by the table's primary key: appending in key order keeps B-tree writes
-    sequential (the other indexes are rebuilt afterwards)."""
-    keys = [columns[column.name] for column in table.primary_key.columns]
-    order: NDArray[np.intp] = np.lexsort(keys[::-1])
-    return order
-
-
-def _existing_indexes(conn: Connection, table: Table) -> set[str]:
-    """Secondary indexes the store has on ``table`` (rebuilt after a bulk write: faster)."""
-    return {str(ix["name"]) for ix in inspect(conn).get_indexes(table.name)}
-
-
-def _write_rows(conn: Connection, table: Table, matrix: NDArray[np.object_]) -> None:
-    """Bulk-write rows through the driver: COPY on psycopg, else multi-row INSERTs."""
-    names = ", ".join(SAMPLE_COLUMNS)
-    dbapi: Any = conn.connection.dbapi_connection
-    if conn.dialect.driver == "psycopg":
-        copy_sql = f"COPY {table.name} ({names}) FROM STDIN"
-        with dbapi.cursor() as cursor, cursor.copy(copy_sql) as copy:
-            for row in matrix.tolist():
-                copy.write_row(row)
-        return
-    marker = _PLACEHOLDERS.get(conn.dialect.paramstyle)
-    if marker is None:
-        rows = [dict(zip(SAMPLE_COLUMNS, r, strict=True)) for r in matrix.tolist()]
-        conn.execute(insert(table), rows)
-        return
-    one = "(" + ", ".join([marker] * len(SAMPLE_COLUMNS)) + ")"
-    full = len(matrix) // ROWS_PER_STATEMENT * ROWS_PER_STATEMENT
-    grouped = matrix[:full].reshape(-1, ROWS_PER_STATEMENT * len(SAMPLE_COLUMNS))
-    cursor = dbapi.cursor()
-    try:
-        # Names come from the schema; every value is a bound parameter.
-        sql = f"INSERT INTO {table.name} ({names}) VALUES "  # noqa: S608
-        for chunk in _chunks(grouped.tolist(), CHUNK_ROWS // ROWS_PER_STATEMENT):
-            cursor.executemany(sql + ", ".join([one] * ROWS_PER_STATEMENT), chunk)
-        if full < len(matrix):
-            cursor.executemany(sql + one, matrix[full:].tolist())
-    finally:
-        cursor.close()
-
-
-def _chunks(rows: list[Any], size: int) -> Iterable[list[Any]]:
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]

@@ -9,7 +9,8 @@
   own target, as it does in a real cluster;
 - ``GET /health``: ``OK``.
 
-Samples of one instant are computed once and shared by every request in that second.
+The series of one instant are computed once, for every node of the cluster, and shared by every
+request in that second (each node's exporter is scraped as its own target).
 :class:`LiveKubeApi` is a :class:`KubeApiServer` whose objects follow the clock: they are rebuilt
 from the fleet at most every ``refresh_s`` seconds, when a list starts (never in the middle of a
 paginated list).
@@ -25,10 +26,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import pandas as pd
-
 from gpuwatch.simulate.apiserver import KubeApiServer
-from gpuwatch.simulate.exposition import CONTENT_TYPE, exporter_down, render, sd_targets
+from gpuwatch.simulate.exposition import (
+    CONTENT_TYPE,
+    Series,
+    build_series,
+    exporter_down,
+    format_series,
+    sd_targets,
+)
 from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.httpd import BackgroundServer
@@ -61,15 +67,16 @@ class ExporterServer(BackgroundServer):
         self._clock = clock
         super().__init__(host, port)
         self._lock = threading.Lock()
-        self._cached: tuple[int, pd.DataFrame] | None = None
+        self._cached: tuple[int, list[Series]] | None = None
 
     def _make_server(self, address: tuple[str, int]) -> ThreadingHTTPServer:
         return _ExporterHttp(address, self)
 
-    def _samples(self, ts: int) -> pd.DataFrame:
+    def _series(self, ts: int) -> list[Series]:
         with self._lock:
             if self._cached is None or self._cached[0] != ts:
-                self._cached = (ts, sample_at(self.fleet, ts))
+                samples = sample_at(self.fleet, ts)
+                self._cached = (ts, build_series(self.fleet, ts, samples, self.cluster))
             return self._cached[1]
 
     def respond(self, target: str, host_header: str | None = None) -> tuple[int, str, bytes]:
@@ -97,8 +104,10 @@ class ExporterServer(BackgroundServer):
                 return 404, _TEXT, f"no node {node} in cluster {self.cluster}\n".encode()
             if exporter_down(self.fleet, self.cluster, node, ts):
                 return 503, _TEXT, f"the exporter on {node} is down\n".encode()
-        text = render(self.fleet, ts, self._samples(ts), self.cluster, node)
-        return 200, CONTENT_TYPE, text.encode()
+        series = self._series(ts)
+        if node is not None:
+            series = [s for s in series if s.node == node]
+        return 200, CONTENT_TYPE, format_series(series).encode()
 
 
 class _ExporterHandler(BaseHTTPRequestHandler):
