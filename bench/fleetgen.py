@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,8 @@ class Size:
     def name(self) -> str:
         days = f"{self.days:g}".replace(".", "p")
         kept = "" if self.raw_days is None else f"-raw{self.raw_days:g}d".replace(".", "p")
-        return f"{self.gpus}gpu-{days}d-{self.step_s}s-seed{self.seed}{kept}"
+        health = "-health" if HEALTH else ""
+        return f"{self.gpus}gpu-{days}d-{self.step_s}s-seed{self.seed}{kept}{health}"
 
     @property
     def start_ts(self) -> int:
@@ -217,6 +219,31 @@ FAMILIES = (
     "DCGM_FI_DEV_XID_ERRORS",
 )
 RESERVED_SHARE = 0.006
+#: ``GPUWATCH_BENCH_HEALTH=1``: the exporter also sends the efficiency and health fields
+#: (profiling ratios, SM clock, clock events, PCIe/NVLink bytes; ECC, PCIe-replay and NVLink
+#: error counters at 0 and no row-remap failure: a healthy fleet), each where the simulated
+#: sample has it. The data set's name says so (its own TSDB).
+HEALTH = os.environ.get("GPUWATCH_BENCH_HEALTH") == "1"
+#: Health family → the simulated sample column it is read from (None: a counter at 0).
+HEALTH_FAMILIES: dict[str, str | None] = {
+    "DCGM_FI_PROF_SM_ACTIVE": "sm_active_ratio",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy_ratio",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active_ratio",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active_ratio",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clock_events",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_bytes_per_s",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "pcie_bytes_per_s",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_bytes_per_s",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": "nvlink_bytes_per_s",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": None,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": None,
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": None,
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": None,
+}
+RATIO_FAMILIES = {f for f, col in HEALTH_FAMILIES.items() if col and col.endswith("_ratio")}
+if HEALTH:
+    FAMILIES = (*FAMILIES, *HEALTH_FAMILIES)
 
 
 def _blank(fleet: Fleet, unit: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -309,6 +336,8 @@ class _Window:
     temp: np.ndarray
     xid: np.ndarray
     blank: np.ndarray
+    #: Per health family (HEALTH only): the exported value, NaN where not sent.
+    health: dict[str, np.ndarray]
 
 
 def _window_columns(fleet: Fleet, samples: pd.DataFrame) -> _Window:
@@ -332,7 +361,22 @@ def _window_columns(fleet: Fleet, samples: pd.DataFrame) -> _Window:
         temp=np.round(samples["temp_c"].to_numpy(np.float64)),
         xid=samples["xid"].to_numpy(np.float64),
         blank=_blank(fleet, unit, ts),
+        health=_health_values(samples) if HEALTH else {},
     )
+
+
+def _health_values(samples: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per health family, its value on each row: half the link rate for TX and for RX; the
+    counters 0 where the GPU sends clock events (the health fields are enabled there)."""
+    enabled = samples["clock_events"].notna().to_numpy()
+    out = {}
+    for family, column in HEALTH_FAMILIES.items():
+        if column is None:
+            out[family] = np.where(enabled, 0.0, np.nan)
+            continue
+        values = samples[column].to_numpy(np.float64, na_value=np.nan)
+        out[family] = np.round(values / 2) if column.endswith("bytes_per_s") else values
+    return out
 
 
 def _unit_series(
@@ -377,7 +421,7 @@ def _unit_values(w: _Window, keep: np.ndarray) -> dict[str, np.ndarray]:
         "DCGM_FI_DEV_POWER_USAGE": w.power[keep],
         "DCGM_FI_DEV_GPU_TEMP": w.temp[keep],
         "DCGM_FI_DEV_XID_ERRORS": w.xid[keep],
-    }
+    } | {family: values[keep] for family, values in w.health.items()}
 
 
 def _device_rows(fleet: Fleet, w: _Window) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
@@ -420,7 +464,7 @@ def _device_rows(fleet: Fleet, w: _Window) -> tuple[list[str], np.ndarray, np.nd
         "DCGM_FI_DEV_POWER_USAGE": device["power"].to_numpy(),
         "DCGM_FI_DEV_GPU_TEMP": device["temp"].to_numpy(),
         "DCGM_FI_DEV_XID_ERRORS": device["xid"].to_numpy(),
-    }
+    } | {family: np.full(len(device), np.nan) for family in w.health}
     return texts, series, device["ts"].to_numpy(np.int64), values
 
 
@@ -444,7 +488,7 @@ def _exported_rows(fleet: Fleet, data: SimulatedData) -> tuple[list[str], _Rows]
 
 def _format(family: str, values: np.ndarray) -> list[str]:
     """Sample values as dcgm-exporter writes them (blank sentinel where marked -1)."""
-    if family == PROF_UTIL:
+    if family == PROF_UTIL or family in RATIO_FAMILIES:
         return [SENTINEL if v < 0 else f"{v:.6f}" for v in values.tolist()]
     if family == "DCGM_FI_DEV_POWER_USAGE":
         return [f"{v:.3f}" for v in values.tolist()]
@@ -460,7 +504,7 @@ def openmetrics_text(fleet: Fleet, data: SimulatedData) -> str:
         present = ~np.isnan(values)
         if not present.any():
             continue
-        out.append(f"# TYPE {family} gauge")
+        out.append(f"# TYPE {family} gauge")  # counters too: OpenMetrics wants _total names
         prefix = [f"{family}{{{t}}} " for t in texts]
         series = rows.series[present].tolist()
         stamps = rows.ts[present].tolist()
