@@ -100,7 +100,12 @@ def test_recommendations_and_savings_equal_recommend(
     settings = Settings()
     # as `gpuwatch recommend` reads the window: hourly roll-ups where the store has them
     inputs = load_inputs(
-        engine, start, end, resolution="auto", idle_util_pct=settings.thresholds.idle_util_pct
+        engine,
+        start,
+        end,
+        resolution="auto",
+        idle_util_pct=settings.thresholds.idle_util_pct,
+        health=True,
     )
     assert inputs.resolution == "hourly"
     # as `gpuwatch recommend` clips its window: to the first sample's hour and the data's end
@@ -118,6 +123,7 @@ def test_recommendations_and_savings_equal_recommend(
         gpus=inputs.gpus,
         nodes=inputs.nodes,
         detail=inputs.detail,
+        health=inputs.health,
     )
     got = views.recommendations(snap, f)
     assert len(got) == len(expected) > 0
