@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.utils
 import pytest
 from dash import Dash
-from dash._callback import GLOBAL_CALLBACK_MAP
+from dash._callback import GLOBAL_CALLBACK_LIST
 
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.server import create_app
@@ -174,8 +174,10 @@ def test_filters_that_match_nothing_show_an_empty_state(app: Dash) -> None:
 
 
 def test_a_timeline_click_opens_the_gpu(app: Dash) -> None:
+    # Dash keeps every `dash.callback` in this list (its map is emptied into the first app
+    # that starts, whichever test built it).
     registered = [
-        output for output, cb in GLOBAL_CALLBACK_MAP.items()
+        cb["output"] for cb in GLOBAL_CALLBACK_LIST
         if {"id": "gpu-health-timeline", "property": "clickData"} in cb["inputs"]
     ]  # fmt: skip
     assert len(registered) == 1
