@@ -5,8 +5,11 @@ tensor 30 % and DRAM 10 % active (input-bound)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,6 @@ import pandas as pd
 import plotly.utils
 import pytest
 from dash import Dash
-from dash._callback import GLOBAL_CALLBACK_LIST
 
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.server import create_app
@@ -173,13 +175,30 @@ def test_filters_that_match_nothing_show_an_empty_state(app: Dash) -> None:
     assert by_id(layout, "gpu-health-empty") is not None
 
 
-def test_a_timeline_click_opens_the_gpu(app: Dash) -> None:
-    # Dash keeps every `dash.callback` in this list (its map is emptied into the first app
-    # that starts, whichever test built it).
-    registered = [
-        cb["output"] for cb in GLOBAL_CALLBACK_LIST
-        if {"id": "gpu-health-timeline", "property": "clickData"} in cb["inputs"]
-    ]  # fmt: skip
+REGISTERED_CLICKS = """
+import sys
+from dash._callback import GLOBAL_CALLBACK_MAP
+from gpuwatch.app.data import DashboardData
+from gpuwatch.app.server import create_app
+from gpuwatch.config import Settings
+from gpuwatch.store.engine import make_engine
+
+engine = make_engine(sys.argv[1])
+settings = Settings()
+create_app(engine, settings, data=DashboardData(engine, settings, background=False), warm=False)
+click = {"id": "gpu-health-timeline", "property": "clickData"}
+print([out for out, cb in GLOBAL_CALLBACK_MAP.items() if click in cb["inputs"]])
+"""
+
+
+def test_a_timeline_click_opens_the_gpu(app: Dash, failing: tuple[Path, FailingGpu]) -> None:
+    # Dash hands every `dash.callback` to the first app that starts in a process, so the
+    # registration is read in a process of its own, right after the app is built.
+    run = subprocess.run(
+        [sys.executable, "-c", REGISTERED_CLICKS, f"sqlite:///{failing[0]}"],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    registered = ast.literal_eval(run.stdout.strip().splitlines()[-1])
     assert len(registered) == 1
     assert registered[0].startswith("gw-url.href@")
     click = {"points": [{"y": "node-a · GPU-1fb67d84 #12"}]}
