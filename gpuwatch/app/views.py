@@ -51,7 +51,8 @@ def equals(column: pd.Series, value: str) -> np.ndarray:
     return column.astype(object).eq(value).to_numpy(dtype=bool)
 
 
-def _mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
+def filter_mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
+    """Rows whose ``column`` equals each set filter ``attr`` of ``pairs`` ((attr, column))."""
     mask = np.ones(len(frame), dtype=bool)
     for attr, column in pairs:
         value = getattr(f, attr)
@@ -70,7 +71,7 @@ def cost_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         rows = snap.cost
         days = rows["day"].to_numpy()
-        mask = (days < window_days(f)) & _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        mask = (days < window_days(f)) & filter_mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
         return pd.DataFrame(rows[mask])
 
     return snap.memo(("cost_rows", f), compute)
@@ -80,7 +81,7 @@ def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:
     """GPU units in scope: of the cluster and model; with a team or namespace, those it held."""
 
     def compute() -> np.ndarray:
-        units = snap.units[_mask(snap.units, f, _FILTER_COLUMNS)]
+        units = snap.units[filter_mask(snap.units, f, _FILTER_COLUMNS)]
         ids = units["gpu_id"].to_numpy(dtype="int64")
         if f.team is not None or f.namespace is not None:
             held = cost_rows(snap, f)
@@ -247,7 +248,7 @@ def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         recs = window_recommendations(snap, f.window)
-        return recs[_mask(recs, f, _FILTER_COLUMNS + _POD_FILTERS)].reset_index(drop=True)
+        return recs[filter_mask(recs, f, _FILTER_COLUMNS + _POD_FILTERS)].reset_index(drop=True)
 
     return snap.memo(("recommendations_for", f), compute)
 
@@ -342,14 +343,14 @@ def capacity_series(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         rows = hourly_rows(snap, f)
-        mask = _mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        mask = filter_mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
         start, end = window_bounds(snap, f)
         buckets = np.arange(max(start, snap.span_start_ts), end, HOUR_S, dtype="int64")
         hours = _bucket_hours(snap, buckets, HOUR_S)
         out = pd.DataFrame({c.BUCKET_TS: buckets})
         for name, total in _hour_sums(rows, mask, buckets).items():
             out[name] = total / hours
-        pods = snap.pods[_mask(snap.pods, f, (("cluster", "cluster"), *_POD_FILTERS))]
+        pods = snap.pods[filter_mask(snap.pods, f, (("cluster", "cluster"), *_POD_FILTERS))]
         pending = pending_series(pods, buckets)
         out[c.PENDING_GPUS] = pending[c.PENDING_GPUS].to_numpy()
         out[c.PENDING_PODS] = pending[c.PENDING_PODS].to_numpy()
@@ -376,7 +377,7 @@ def options(snap: Snapshot, f: Filters) -> Options:
 
     def compute() -> Options:
         pods = snap.pods[snap.pods["gpu_count"].gt(0)]
-        narrowed = pods[_mask(pods, f, (("cluster", "cluster"), ("team", "team")))]
+        narrowed = pods[filter_mask(pods, f, (("cluster", "cluster"), ("team", "team")))]
         return Options(
             clusters=_sorted_text(snap.units["cluster"]),
             teams=_sorted_text(pods["team"]),

@@ -27,7 +27,7 @@ from gpuwatch.analytics.health import (
 )
 from gpuwatch.analytics.health_rows import GPU_KEY
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import equals, health_window, hourly_rows, window_bounds
+from gpuwatch.app.views import equals, filter_mask, health_window, hourly_rows, window_bounds
 from gpuwatch.app.views_gpu import WorkloadKey
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook
@@ -42,15 +42,6 @@ PROFILING_DATA = ("sm_data_s", "sm_occupancy_data_s", "tensor_data_s", "dram_dat
 ERROR_COUNTS = ("ecc_sbe", "ecc_dbe", "pcie_replays", "nvlink_errors", "row_remap_failure")
 
 
-def _matching(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
-    mask = np.ones(len(frame), dtype=bool)
-    for attr, column in pairs:
-        value = getattr(f, attr)
-        if value is not None:
-            mask &= equals(frame[column], value)
-    return mask
-
-
 def gpu_keys(frame: pd.DataFrame) -> pd.MultiIndex:
     """Each row's physical GPU, (cluster, gpu_uuid)."""
     return pd.MultiIndex.from_arrays([frame[k].astype(str).to_numpy() for k in GPU_KEY])
@@ -60,11 +51,11 @@ def scope(frame: pd.DataFrame, f: Filters) -> pd.DataFrame:
     """The rows of the GPUs in scope: units of the cluster, GPU model and allocation mode; with
     a team or namespace, the physical GPUs its pods (those requesting GPUs) held in the window,
     with all their hours (a GPU's health is the GPU's, whoever held it)."""
-    rows = frame[_matching(frame, f, UNIT_FILTERS)]
+    rows = frame[filter_mask(frame, f, UNIT_FILTERS)]
     if f.team is None and f.namespace is None:
         return rows
     pods = drop_gpuless_pods(rows, None)  # the exporter's own pod holds no GPU
-    held = pods[_matching(pods, f, POD_FILTERS)]
+    held = pods[filter_mask(pods, f, POD_FILTERS)]
     keep = gpu_keys(rows).isin(gpu_keys(held))
     return rows[np.asarray(keep, dtype=bool)]
 
