@@ -78,6 +78,7 @@ class Proxy:
     def __init__(self, upstream: str, rewrite: Callable[[dict[str, Any]], None] | None = None):
         self.upstream, self.rewrite = upstream, rewrite
         self.answers: list[tuple[str, int, int]] = []  # (query, series, points)
+        self.spans: list[tuple[str, int, int]] = []  # (query, start, end) of each range request
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,7 +86,9 @@ class Proxy:
                 with urllib.request.urlopen(proxy.upstream + self.path, timeout=30) as answer:
                     body = answer.read()
                 if "/query_range" in self.path:
-                    query = parse_qs(urlsplit(self.path).query)["query"][0]
+                    params = parse_qs(urlsplit(self.path).query)
+                    query = params["query"][0]
+                    proxy.spans.append((query, int(params["start"][0]), int(params["end"][0])))
                     body = proxy.record(query, body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -181,6 +184,24 @@ def _break_values(answer: dict[str, Any]) -> None:
             series["values"][2] = series["values"][2][:1]
 
 
+def test_no_capacity_instant_is_read_after_the_page(
+    prometheus: PrometheusProcess, migrated_engine: Engine
+) -> None:
+    """The used and free memory are separate requests: a reading of an instant after the page
+    (in the future of a collection up to now) could change between them as scrapes land."""
+    with Proxy(prometheus.url) as proxy:
+        _collect(migrated_engine, proxy.url, max_samples=10**9)
+    capacity = {Catalogue().capacity_queries(STEP_S)[f.field] for f in FIELDS if f.capacity}
+    page_ends = (START + 3600 - STEP_S, END - STEP_S)  # the two one-hour pages' last instants
+    spans = sorted((start, end) for query, start, end in proxy.spans if query in capacity)
+    # per capacity field: the 15-minute instants of each page, then the page's last instant
+    assert spans == sorted(
+        [(START, START + 2700), (page_ends[0], page_ends[0])] * 3
+        + [(START + 3600, START + 6300), (page_ends[1], page_ends[1])] * 3
+    )
+    assert max(end for _, _, end in proxy.spans) == END - STEP_S
+
+
 def test_malformed_values_are_counted_per_series_and_skipped(
     prometheus: PrometheusProcess, migrated_engine: Engine
 ) -> None:
@@ -192,7 +213,10 @@ def test_malformed_values_are_counted_per_series_and_skipped(
     malformed = "malformed values (not a number, null or missing) skipped"
     assert stats.issues.counts() == {malformed: 2, **EXPECTED_ISSUES}
     assert stats.issues.bad_points == 3 * 3 * 2
-    assert len(proxy.answers) == len(FIELDS) * 2  # one request per field and page
+    # one request per field and page, and one more per capacity field at the page's last
+    # instant (an hour's last minute is not on the 15-minute capacity grid)
+    capacity = sum(1 for f in FIELDS if f.capacity)
+    assert len(proxy.answers) == (len(FIELDS) + capacity) * 2
     samples = dict((uuid, count) for uuid, count, *_ in _stored(migrated_engine)["samples"])
     # The first three instants of each page lost both readings; the rest are stored.
     assert samples["GPU-ok-1"] == INSTANTS - 3 * 2

@@ -118,6 +118,23 @@ def test_capacity_fields_on_their_own_grid_fill_each_row_by_the_window_that_hold
     assert b[(b.index < T0 + 900) | (b.index >= T0 + 2700)].isna().all()
 
 
+def test_the_page_s_last_instant_stands_for_the_next_capacity_instant() -> None:
+    """A page ending between capacity instants has its capacity read once more at its last
+    instant (never after it), standing for the next instant: not mixed into the one before."""
+    minutes = {t: "0.5" for t in range(780, 1200, 60)}  # a GPU that appeared at T0+780
+    results = {
+        "util_prof": [_series("GPU-n", minutes)],
+        # read at the instant T0+900 and at the page's last instant T0+1140, used memory grown
+        "fb_used_last_mib": [_series("GPU-n", {900: "300", 1140: "500"})],
+        "fb_free_mib": [_series("GPU-n", {900: "700", 1140: "500"})],
+        "fb_reserved_mib": [_series("GPU-o", {0: "10"})],  # the grid starts at T0
+    }
+    frame = samples_from_results(results, LabelVariants(), 60, capacity_step_s=900)
+    assert frame["ts"].tolist() == [T0 + t for t in range(780, 1200, 60)]
+    # each total from one instant's readings (300 + 700, 500 + 500), never 500 + 700
+    assert frame["fb_total_mib"].tolist() == [1000.0] * 7
+
+
 def test_mig_instances_shadow_the_whole_gpu() -> None:
     frame = _frame()
     assert ("GPU-m", -1, T0) not in frame.index

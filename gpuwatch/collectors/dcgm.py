@@ -264,12 +264,13 @@ def _capacity(
 ) -> tuple[np.ndarray, int, int]:
     """The framebuffer total per unit on the capacity grid (NaN where the unit's capacity
     instant has no reading): (units × instants array, first instant, step)."""
-    stamps = [m.ts for m in results.values() if len(m.ts)]
+    snapped = {name: _snap_up(m, step_s) for name, m in results.items()}
+    stamps = [m.ts for m in snapped.values() if len(m.ts)]
     if not stamps:
         return np.full((len(table.units), 1), np.nan), 0, step_s
     low, high = (round(float(f(np.concatenate(stamps)))) for f in (np.min, np.max))
     grid = _Grid(low, (high - low) // step_s + 1, step_s)
-    readings, _ = _place(results, offsets, table, grid)
+    readings, _ = _place(snapped, offsets, table, grid)
     nan = np.full(len(table.units) * grid.size, np.nan)
     total = (
         readings.get("fb_used_last_mib", nan)
@@ -277,6 +278,13 @@ def _capacity(
         + np.nan_to_num(readings.get("fb_reserved_mib", nan))
     )
     return total.reshape(len(table.units), grid.size), low, step_s
+
+
+def _snap_up(matrix: Matrix, step_s: int) -> Matrix:
+    """``matrix`` with each point on the first multiple of ``step_s`` at or after it: the page's
+    last instant, read in place of the next capacity instant, stands for that instant."""
+    ts = np.rint(matrix.ts).astype(np.int64)
+    return replace(matrix, ts=(-(-ts // step_s) * step_s).astype(matrix.ts.dtype))
 
 
 def _capacity_at(

@@ -174,9 +174,13 @@ class PrometheusSource:
     def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, Matrix]:
         """Every field's series on the grid instants ``start_ts <= t < end_ts``; the capacity
         fields on their own grid of multiples of ``C`` (:meth:`Catalogue.capacity_step_s`), from
-        the last at or before the page's first instant to the first at or after its last one:
-        the instants are the same whatever the page, so a sample's total never depends on the
-        page (:func:`gpuwatch.collectors.dcgm.page_samples` says which instant a sample takes).
+        the last at or before the page's first instant to the last at or before its last one,
+        the instants being the same whatever the page; and, where the page's last instant is not
+        one, once more at that instant, standing for the next multiple
+        (:func:`gpuwatch.collectors.dcgm.page_samples` says which instant a sample takes). No
+        capacity field is read after the page's last instant: a reading of a future instant
+        would change between the requests for used and free memory as scrapes land, and a total
+        summed across them would be torn.
 
         The requests run one after the other in a thread of their own while the answers that
         came in are decoded here: Prometheus computes the next answer meanwhile.
@@ -218,14 +222,15 @@ class PrometheusSource:
         """Every field's requests for the page, each sized when it is made (:meth:`_steps`)."""
         coarse_s = self.catalogue.capacity_step_s(step_s)
         coarse_first = start_ts - start_ts % coarse_s
-        coarse_last = -(-last // coarse_s) * coarse_s
+        coarse_last = last - last % coarse_s
         plans = [
             (field, query, start_ts, last, step_s)
             for field, query in self.catalogue.queries(step_s).items()
-        ] + [
-            (field, query, coarse_first, coarse_last, coarse_s)
-            for field, query in self.catalogue.capacity_queries(step_s).items()
         ]
+        for field, query in self.catalogue.capacity_queries(step_s).items():
+            plans.append((field, query, coarse_first, coarse_last, coarse_s))
+            if coarse_last < last:  # the next capacity instant, read no later than the page
+                plans.append((field, query, last, last, coarse_s))
         plans += self.catalogue.interval_requests(start_ts, last, step_s)
         for field, query, first, final, step in plans:
             parts.setdefault(field, [])
