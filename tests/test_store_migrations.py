@@ -35,7 +35,9 @@ EXPECTED_TABLES = {
     "nodes",
     "pod_samples_hourly",
     "pods",
+    "queue_flavors",
     "rollup_state",
+    "sched_workloads",
     "workload_samples_hourly",
 }
 

@@ -27,6 +27,7 @@ from gpuwatch.config.sections import (
     PricingSettings,
     PrometheusSettings,
     RecommendationPolicy,
+    SchedulingSettings,
     StorageSettings,
     TeamLabels,
     Thresholds,
@@ -45,6 +46,7 @@ __all__ = [
     "PricingSettings",
     "PrometheusSettings",
     "RecommendationPolicy",
+    "SchedulingSettings",
     "Settings",
     "StorageSettings",
     "TeamLabels",
@@ -90,6 +92,7 @@ class Settings(BaseSettings):
     labels: TeamLabels = Field(default_factory=TeamLabels)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    scheduling: SchedulingSettings = Field(default_factory=SchedulingSettings)
     pricing: PricingSettings = Field(default_factory=PricingSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)

@@ -26,6 +26,7 @@ from gpuwatch.domain.durations import DAY_S, format_duration, parse_duration
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.pricing import DEFAULT_SPOT_DISCOUNT, DEFAULT_USD_PER_GPU_HOUR
+from gpuwatch.domain.scheduling import GANG_STALL_AFTER_S, SchedulingPolicy
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 #: Defaults of ``prometheus.max_series`` and ``prometheus.max_samples_per_request``.
@@ -180,6 +181,22 @@ class HealthSettings(_Section):
 
     def policy(self) -> HealthPolicy:
         return HealthPolicy(**self.model_dump())
+
+
+class SchedulingSettings(_Section):
+    """Queues and gangs (:class:`gpuwatch.domain.scheduling.SchedulingPolicy`)."""
+
+    gang_stall_after: Duration = timedelta(seconds=GANG_STALL_AFTER_S)
+
+    @field_validator("gang_stall_after")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 1:
+            raise ValueError("must be at least one second")
+        return value
+
+    def policy(self) -> SchedulingPolicy:
+        return SchedulingPolicy(gang_stall_after_s=int(self.gang_stall_after.total_seconds()))
 
 
 class ModelPrice(_Section):

@@ -158,6 +158,10 @@ POD_COLUMNS: tuple[Column, ...] = (
     Column("finished_ts", "Int64", "finish instant, <NA> while running"),
     Column("dcgm_only", "bool", "known from DCGM labels only: never listed by the Kubernetes API"),
     Column("allocation", "string", "dra for a pod holding GPUs through claims, else <NA>"),
+    Column("queue", "string", "Kueue ClusterQueue or Volcano queue it ran in, <NA>: none"),
+    Column("gang_kind", "string", "kueue, volcano, jobset or job; <NA>: not in a gang"),
+    Column("gang_name", "string", "the gang's name within its namespace and kind"),
+    Column("gang_size", "Int64", "pods the gang needs at once"),
 )
 
 #: Samples' ``attribution`` of a pod known from DCGM labels only (docs/cost-model.md).
@@ -177,6 +181,44 @@ NODE_COLUMNS: tuple[Column, ...] = (
     Column("timeslice_replicas", "int64", "nvidia.com/gpu.replicas, 1 when not time-sliced"),
     Column("gpu_sharing", "string", "device-plugin, time-slice, mps or dra"),
     Column("provider", "string", "cloud provider (aws, gcp, azure, oci, …), <NA> when unknown"),
+)
+
+
+#: One row per (cluster, queue kind, queue, flavor, GPU resource) with a GPU quota, as last seen.
+QUEUE_COLUMNS: tuple[Column, ...] = (
+    Column("cluster", "string", "cluster name"),
+    Column("kind", "string", "kueue (ClusterQueue) or volcano (Queue)"),
+    Column("queue", "string", "queue name"),
+    Column("cohort", "string", "Kueue cohort, <NA>: none"),
+    Column("flavor", "string", "Kueue ResourceFlavor, empty for Volcano"),
+    Column("gpu_resource", "string", "nvidia.com/gpu or a MIG resource"),
+    Column("gpu_model", "string", "GPU model the flavor selects, <NA>: any"),
+    Column("nominal_gpus", "float64", "nominal quota, devices"),
+    Column("borrowing_limit_gpus", "float64", "most it may borrow, NaN: unlimited"),
+    Column("lending_limit_gpus", "float64", "most it may lend, NaN: unlimited"),
+    Column("first_seen_ts", "int64", "first instant the quota was seen"),
+    Column("last_seen_ts", "int64", "last instant the quota was seen"),
+)
+
+#: One row per Kueue Workload or Volcano PodGroup asking for GPUs.
+SCHED_WORKLOAD_COLUMNS: tuple[Column, ...] = (
+    Column("cluster", "string", "cluster name"),
+    Column("kind", "string", "kueue (Workload) or volcano (PodGroup)"),
+    Column("namespace", "string", "namespace"),
+    Column("name", "string", "Workload or PodGroup name"),
+    Column("queue", "string", "ClusterQueue or Volcano queue, <NA>: unknown"),
+    Column("flavor", "string", "flavor assigned at admission, <NA>: none yet"),
+    Column("owner_kind", "string", "the owner its pods carry (Job, JobSet, ...)"),
+    Column("owner_name", "string", "that owner's name"),
+    Column("gpu_resource", "string", "nvidia.com/gpu or a MIG resource"),
+    Column("gpus_requested", "float64", "devices asked for: Σ pod set count × per pod"),
+    Column("pod_count", "int64", "pods asked for: Σ pod set count (Volcano: minMember)"),
+    Column("state", "string", "pending, admitted, finished or evicted"),
+    Column("created_ts", "Int64", "creation instant"),
+    Column("admitted_ts", "Int64", "admission instant, <NA>: not admitted"),
+    Column("finished_ts", "Int64", "finish instant, <NA>: not finished"),
+    Column("evictions", "int64", "times evicted (preempted)"),
+    Column("last_seen_ts", "int64", "last instant the API listed it"),
 )
 
 

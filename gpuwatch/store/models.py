@@ -190,6 +190,13 @@ class Pod(Base):
     last_seen_ts: Mapped[int] = mapped_column(BigInteger)
     #: ``dra`` for a pod holding GPUs through ResourceClaims; NULL: by its resources.
     allocation: Mapped[str | None] = mapped_column(String(16))
+    #: The Kueue ClusterQueue (through its LocalQueue) or Volcano queue it ran in, else NULL.
+    queue: Mapped[str | None] = mapped_column(String(253))
+    #: Its gang (:data:`gpuwatch.domain.scheduling.GANG_KINDS`): kind, name (unique in the
+    #: namespace and kind) and the pods the gang needs at once; NULL: not in a gang.
+    gang_kind: Mapped[str | None] = mapped_column(String(16))
+    gang_name: Mapped[str | None] = mapped_column(String(253))
+    gang_size: Mapped[int | None] = mapped_column(Integer)
 
 
 class DraDevice(Base):
@@ -376,3 +383,4 @@ class RollupState(Base):
 # The health roll-up's table lives in its own module; importing it here registers it on
 # ``Base.metadata`` wherever the models are loaded.
 from gpuwatch.store import models_health as models_health  # noqa: E402, PLC0414
+from gpuwatch.store import models_scheduling as models_scheduling  # noqa: E402, PLC0414

@@ -20,7 +20,6 @@ from gpuwatch.domain.frames import (
     GPU_COLUMNS,
     HOURLY_SAMPLE_COLUMNS,
     NODE_COLUMNS,
-    POD_COLUMNS,
     SAMPLE_COLUMNS,
     conform,
 )
@@ -39,6 +38,9 @@ from gpuwatch.store.models import (
     Node,
     Pod,
 )
+from gpuwatch.store.repository_pods import load_pods
+
+__all__ = ["load_pods"]  # re-exported: callers read every frame from this module
 
 
 @dataclass(frozen=True)
@@ -132,32 +134,6 @@ def _gpu_facts(engine: Engine) -> pd.DataFrame:
 
 def load_gpus(engine: Engine) -> pd.DataFrame:
     return conform(_gpu_facts(engine), GPU_COLUMNS)
-
-
-def load_pods(engine: Engine) -> pd.DataFrame:
-    stmt = (
-        select(
-            Cluster.name.label("cluster"),
-            Pod.id.label("pod_id"),
-            Pod.namespace,
-            Pod.name.label("pod"),
-            Node.name.label("node"),
-            Pod.phase,
-            Pod.workload_kind,
-            Pod.workload_name.label("workload"),
-            Pod.team,
-            Pod.gpu_resource,
-            Pod.gpu_count,
-            Pod.created_ts,
-            Pod.started_ts,
-            Pod.finished_ts,
-            (Pod.uid == "").label("dcgm_only"),
-            Pod.allocation,
-        )
-        .join(Cluster, Cluster.id == Pod.cluster_id)
-        .outerjoin(Node, Node.id == Pod.node_id)
-    )
-    return conform(_read(engine, stmt), POD_COLUMNS)
 
 
 #: Health readings the cost model does not use; costing reads skip them (a third less to fetch).

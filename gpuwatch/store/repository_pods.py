@@ -1,0 +1,43 @@
+"""Reads the pods table as the :data:`gpuwatch.domain.frames.POD_COLUMNS` frame."""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from gpuwatch.domain.frames import POD_COLUMNS, conform
+from gpuwatch.store.models import Cluster, Node, Pod
+
+
+def load_pods(engine: Engine) -> pd.DataFrame:
+    """Every stored pod with its cluster, node, owner, team, GPU request, life span, queue and
+    gang."""
+    stmt = (
+        select(
+            Cluster.name.label("cluster"),
+            Pod.id.label("pod_id"),
+            Pod.namespace,
+            Pod.name.label("pod"),
+            Node.name.label("node"),
+            Pod.phase,
+            Pod.workload_kind,
+            Pod.workload_name.label("workload"),
+            Pod.team,
+            Pod.gpu_resource,
+            Pod.gpu_count,
+            Pod.created_ts,
+            Pod.started_ts,
+            Pod.finished_ts,
+            (Pod.uid == "").label("dcgm_only"),
+            Pod.allocation,
+            Pod.queue,
+            Pod.gang_kind,
+            Pod.gang_name,
+            Pod.gang_size,
+        )
+        .join(Cluster, Cluster.id == Pod.cluster_id)
+        .outerjoin(Node, Node.id == Pod.node_id)
+    )
+    with engine.connect() as conn:
+        frame: pd.DataFrame = pd.read_sql_query(stmt, conn)
+    return conform(frame, POD_COLUMNS)
