@@ -54,12 +54,17 @@ def _row(gpu_id: int, node: str, hour: int, pod_id: int | None) -> dict[str, Any
     return row
 
 
-def costed(extra: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+def samples() -> pd.DataFrame:
+    """Hourly rows (``step_s`` = 3600) of the four GPUs."""
     rows = []
     for hour in range(3):
         rows += [_row(1, "n1", hour, 1), _row(2, "n1", hour, None)]
         rows += [_row(3, "n2", hour, 2), _row(4, "n2", hour, None)]
-    return prepare(samples_frame(rows + (extra or [])), pods(), BOOK)
+    return samples_frame(rows)
+
+
+def costed() -> pd.DataFrame:
+    return prepare(samples(), pods(), BOOK)
 
 
 def queues() -> pd.DataFrame:
