@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuwatch.analytics.capacity import capacity_report, capacity_timeline, consolidate_hint
 from gpuwatch.analytics.gangs import gang_stalls, workload_stalls
@@ -116,3 +118,68 @@ def test_empty_inputs() -> None:
                         price_book=BOOK).empty  # fmt: skip
     assert gang_stalls(costed(), pods().iloc[0:0], POLICY, T0, END).empty
     assert isinstance(capacity_report(costed().iloc[0:0], pods(), T0, END), pd.DataFrame)
+
+
+def test_weekly_rows_carry_queue_and_stalls() -> None:
+    from gpuwatch.analytics.policy import AnalyticsPolicy
+    from gpuwatch.report.weekly import render_csv, weekly_report
+    from tests.scheduling_example import samples
+
+    frame = weekly_report(samples(), pods(), None, BOOK, AnalyticsPolicy(), T0)
+    rows = {(r["namespace"], r["workload"]): r for r in frame.to_dict("records")}
+    train = rows[("research", "train")]
+    assert (train["queue"], train["stalled_gpu_hours"], train["stalled_cost_usd"]) == (
+        "cq-a", 5.67, 5.67)  # fmt: skip
+    idle = rows[("__idle__", "n1")]
+    assert (idle["queue"], idle["stalled_gpu_hours"]) == ("", None)
+    text = render_csv(frame)
+    assert ",cq-a,5.67,5.67," in text
+    # an __idle__ row (n1: 3 free GPU-hours): no queue, stalled empty, no health roll-up
+    assert (
+        "Unallocated,n1,NVIDIA Test GPU,0,0.00,0.00,0.0,0.00,0.00,0.00,0.00,,0.00,"
+        "device-plugin,,,,,,,,,3.00,3.00" in text
+    )
+
+
+FLEET = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 5), st.booleans(), st.floats(0, 1)),
+    min_size=1, max_size=24,
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(held=FLEET, wait_s=st.integers(0, 3 * HOUR), ask=st.integers(1, 4))
+def test_properties(held: list[tuple[int, int, bool, float]], wait_s: int, ask: int) -> None:
+    """Random holdings of the four GPUs over six hours, the gang's third pod created at
+    ``wait_s``, `big` asking for ``ask`` GPUs: stalled ≤ allocated, stranded ≤ free,
+    allocated ≤ nominal + borrowed."""
+    from gpuwatch.analytics.build import samples_frame
+    from gpuwatch.analytics.costing import prepare
+
+    rows = {}
+    for gpu, hour, taken, util in held:
+        pod = 1 + gpu % 2 if taken else None
+        row = {"gpu_id": gpu + 1, "node": "n1" if gpu < 2 else "n2", "gpu_model": MODEL,
+               "ts": T0 + hour * HOUR, "step_s": HOUR, "util_ratio": util}  # fmt: skip
+        if pod is not None:
+            row.update(pod_id=pod, pod=f"train-{pod - 1}", namespace="research",
+                       workload_kind="Job", workload="train", pod_gpu_count=1)  # fmt: skip
+        rows[(gpu, hour)] = row
+    the_pods = pods()
+    the_pods.loc[the_pods["pod_id"].eq(3), "created_ts"] = T0 + wait_s
+    the_pods.loc[the_pods["pod_id"].eq(4), "gpu_count"] = ask
+    frame = prepare(samples_frame(list(rows.values())), the_pods, BOOK)
+    end = T0 + 6 * HOUR
+    held_hours = frame.loc[frame["allocated"], "gpu_hours"].sum()
+    stalls = gang_stalls(frame, the_pods, POLICY, T0, end)
+    assert stalls["stalled_gpu_hours"].sum() <= held_hours + 1e-9
+    cap = capacity_report(frame, the_pods, T0, end)
+    free = frame.loc[~frame["allocated"], "gpu_hours"].sum()
+    assert (cap["stranded_gpu_hours"] <= cap["free_gpu_hours"] + 1e-9).all()
+    assert cap["free_gpu_hours"].sum() == pytest.approx(free)
+    out = queue_report(queues(), workloads(), the_pods, frame, POLICY, T0, end, price_book=BOOK)
+    assert (
+        out["allocated_gpu_hours"] <= out["quota_gpu_hours"] + out["borrowed_gpu_hours"] + 1e-9
+    ).all()
+    assert (out["stalled_gpu_hours"] <= out["allocated_gpu_hours"] + 1e-9).all()
