@@ -26,7 +26,8 @@ MODEL = "NVIDIA Test GPU"  # not in the price table: the default $1 applies
 BOOK = build_price_book(1.0, 0.6, {}, {})
 
 _GANG = {"queue": "cq-a", "gang_kind": "kueue", "gang_name": "job/train", "gang_size": 3,
-         "workload_kind": "Job", "workload": "train", "team": "ml", "namespace": "research"}  # fmt: skip
+         "workload_kind": "Job", "workload": "train", "team": "ml",
+         "namespace": "research"}  # fmt: skip
 
 
 def pods() -> pd.DataFrame:
