@@ -36,6 +36,7 @@ from gpuwatch.alerts.grafana import (
     render_dashboards,
     variable_queries,
 )
+from gpuwatch.alerts.grafana_scheduling import TITLES as SCHEDULING_TITLES
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
     FB_USED,
@@ -84,7 +85,8 @@ OPTIONAL_READINGS = {
     "PCIe replays in the last hour",
     "NVLink errors in the last hour",
 }
-MAY_BE_EMPTY = PROBLEM_LISTS | OPTIONAL_READINGS
+#: The Scheduling row reads kube-state-metrics and Kueue, which the simulated exporter is not.
+MAY_BE_EMPTY = PROBLEM_LISTS | OPTIONAL_READINGS | set(SCHEDULING_TITLES)
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
 

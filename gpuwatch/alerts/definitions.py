@@ -93,6 +93,11 @@ PCIE_REPLAYS = Timing(window_s=HOUR_S)
 #: Reads the conditions of the three failing alerts above, with their windows.
 ALLOCATED_AND_FAILING = Timing()
 FELL_OFF_BUS = Timing(window_s=HOUR_S, for_s=5 * MINUTE_S)
+# Scheduling waste (docs/alerts.md#scheduling-waste): the gang threshold is the configured
+# ``scheduling.gang_stall_after``; the others are sustained conditions.
+GANG_STALLED = Timing()
+CAPACITY_FRAGMENTED = Timing(for_s=30 * MINUTE_S)
+QUOTA_IDLE_WHILE_PENDING = Timing(for_s=30 * MINUTE_S)
 #: The XID NVIDIA's catalogue names "GPU has fallen off the bus".
 FELL_OFF_BUS_XID = 79
 
@@ -147,6 +152,12 @@ class AlertTable:
     pcie_replays: AlertDefinition
     allocated_and_failing: AlertDefinition
     fell_off_bus: AlertDefinition
+    #: Seconds a pod of a gang has been Pending while its running siblings hold GPUs.
+    gang_stalled: AlertDefinition
+    #: A pending pod's GPU request fits the free GPUs of the cluster but no one node's.
+    capacity_fragmented: AlertDefinition
+    #: A ClusterQueue's unused nominal GPU quota above this while its cohort has work pending.
+    quota_idle_while_pending: AlertDefinition
 
     def all(self) -> tuple[AlertDefinition, ...]:
         """Every definition, in the rule file's order."""
@@ -191,6 +202,7 @@ def alert_table(params: RuleParams) -> AlertTable:
             "GPUUncorrectableRemappedRows", "warning", 0, UNCORRECTABLE_REMAPPED_ROWS
         ),
         **_health(params),
+        **_scheduling(params),
     )
 
 
@@ -231,4 +243,18 @@ def _health(params: RuleParams) -> dict[str, AlertDefinition]:
             "GPUAllocatedAndFailing", "critical", 0, ALLOCATED_AND_FAILING
         ),
         "fell_off_bus": AlertDefinition("GPUFellOffBus", "critical", 0, FELL_OFF_BUS),
+    }
+
+
+def _scheduling(params: RuleParams) -> dict[str, AlertDefinition]:
+    """The scheduling-waste definitions; the gang threshold from ``scheduling.gang_stall_after``."""
+    stall_s = params.scheduling.gang_stall_after_s
+    return {
+        "gang_stalled": AlertDefinition("GPUGangStalled", "warning", stall_s, GANG_STALLED),
+        "capacity_fragmented": AlertDefinition(
+            "GPUCapacityFragmented", "warning", 0, CAPACITY_FRAGMENTED
+        ),
+        "quota_idle_while_pending": AlertDefinition(
+            "GPUQuotaIdleWhilePending", "warning", 0, QUOTA_IDLE_WHILE_PENDING
+        ),
     }

@@ -13,10 +13,8 @@ from gpuwatch.alerts.recording import (
     UNCORRECTABLE_ROWS,
     UTIL,
 )
+from gpuwatch.alerts.recording_scheduling import KSM_GPU_RESOURCES as GPU_RESOURCES
 from gpuwatch.alerts.rules import GPU_TEXT, HOLDER_TEXT, Alert, pct, ratio_pct
-
-#: kube-state-metrics ``resource`` values of GPU requests (whole, shared, MIG slices).
-GPU_RESOURCES = "nvidia_com_(gpu|gpu_shared|mig_.+)"
 
 
 def namespace_idle_cost(params: RuleParams, d: AlertDefinition) -> Alert:

@@ -31,6 +31,7 @@ from gpuwatch.alerts.grafana_model import (
     write_dashboards,
 )
 from gpuwatch.alerts.grafana_panels import Scope, gpu_series, series, stat, table
+from gpuwatch.alerts.grafana_scheduling import scheduling_row
 from gpuwatch.alerts.normalise import ALLOCATED, gauge, normalise
 from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.recording import (
@@ -321,9 +322,15 @@ def dashboards(params: RuleParams) -> tuple[Dashboard, ...]:
         FLEET_FILE,
         "gpuwatch-fleet",
         "gpuwatch / Fleet utilization and idle cost",
-        f"GPU allocation, utilization and idle cost by namespace. {_GENERATED}",
+        "GPU allocation, utilization and idle cost by namespace, and scheduling waste. "
+        f"{_GENERATED}",
         _variables(scope, "cluster", "namespace"),
-        (_headline(scope), _utilization(scope), _cost(scope)),
+        (
+            _headline(scope),
+            _utilization(scope),
+            _cost(scope),
+            scheduling_row(scope, alert_table(params)),
+        ),
     )
     health = Dashboard(
         HEALTH_FILE,

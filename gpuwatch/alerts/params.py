@@ -10,6 +10,7 @@ from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.domain.mig import compute_slices
 from gpuwatch.domain.pricing import DEFAULT_USD_PER_GPU_HOUR, build_price_book
+from gpuwatch.domain.scheduling import SchedulingPolicy
 
 if TYPE_CHECKING:
     from gpuwatch.config import Settings
@@ -50,6 +51,8 @@ class RuleParams:
     default_usd_per_gpu_hour: float = DEFAULT_USD_PER_GPU_HOUR
     #: The GPU-health thresholds (configuration section ``health``).
     health: HealthPolicy = field(default_factory=HealthPolicy)
+    #: When a gang counts as stalled (configuration section ``scheduling``).
+    scheduling: SchedulingPolicy = field(default_factory=SchedulingPolicy)
 
     @property
     def idle_ratio(self) -> float:
@@ -105,4 +108,5 @@ def rule_params_from_settings(settings: Settings) -> RuleParams:
         node_prices=tuple(sorted(settings.pricing.nodes.items())),
         default_usd_per_gpu_hour=settings.pricing.default_usd_per_gpu_hour,
         health=settings.health.policy(),
+        scheduling=settings.scheduling.policy(),
     )

@@ -19,7 +19,9 @@ from gpuwatch.alerts.params import (
     rule_params_from_settings,
 )
 from gpuwatch.alerts.recording import recording_rules
+from gpuwatch.alerts.recording_scheduling import scheduling_records
 from gpuwatch.alerts.rules import Alert, core_alerts
+from gpuwatch.alerts.scheduling import scheduling_alerts
 from gpuwatch.domain.labels import LabelVariants
 
 __all__ = [
@@ -71,11 +73,13 @@ def _alert_rule(alert: Alert, params: RuleParams) -> dict[str, Any]:
 def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     """The rule group: recording rules first, then the alerts that read them."""
     records = [{"record": r.record, "expr": r.expr} for r in recording_rules(params)]
+    records += [{"record": name, "expr": expr} for name, expr in scheduling_records(params)]
     table = alert_table(params)
     every = (
         *core_alerts(params, table),
         *extra_alerts(params, table),
         *health_alerts(params, table),
+        *scheduling_alerts(params, table),
     )
     alerts = [_alert_rule(a, params) for a in every]
     return [{"name": GROUP, "rules": [*records, *alerts]}]
