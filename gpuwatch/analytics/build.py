@@ -73,6 +73,10 @@ _POD_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "finished_ts": lambda r: _NA,
     "dcgm_only": lambda r: False,
     "allocation": lambda r: _NA,
+    "queue": lambda r: _NA,
+    "gang_kind": lambda r: _NA,
+    "gang_name": lambda r: _NA,
+    "gang_size": lambda r: _NA,
 }
 
 _GPU_DEFAULTS: dict[str, Callable[[Record], Any]] = {

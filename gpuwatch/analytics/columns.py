@@ -89,3 +89,7 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
     "gpu_model": ("gpu_model",),
     "cluster": ("cluster",),
 }
+
+# Scheduling waste (docs/cost-model.md#scheduling).
+STALLED_GPU_HOURS = "stalled_gpu_hours"
+STALLED_COST_USD = "stalled_cost_usd"

@@ -1,0 +1,270 @@
+"""Stalled gangs (docs/cost-model.md#scheduling).
+
+A gang is the pods of one (cluster, namespace, gang_kind, gang_name). It is stalled while one of
+its pods has been Pending longer than ``gang_stall_after``; the GPU-hours its running pods hold
+meanwhile are stalled GPU-hours, priced as every other sample.
+
+``samples`` is the costed samples frame (:func:`gpuwatch.analytics.costing.prepare`) of raw
+samples or hourly roll-ups: a row stands for ``[ts, ts + step_s)`` and its stalled share is the
+share of that interval the gang spent stalled (for raw samples on the step grid: the sample
+instant). Pure: frames in, frames out.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.domain.scheduling import SchedulingPolicy
+
+GANG_KEYS: tuple[str, ...] = ("cluster", "namespace", "gang_kind", "gang_name")
+#: Columns of :func:`gang_stalls`, in order.
+GANG_STALL_COLUMNS: tuple[str, ...] = (
+    *GANG_KEYS,
+    "queue",
+    "team",
+    "workload_kind",
+    "workload",
+    "gang_size",
+    "running_pods",
+    "pending_pods",
+    c.STALLED_GPU_HOURS,
+    c.STALLED_COST_USD,
+    "first_stalled_ts",
+    "last_stalled_ts",
+)
+#: Columns of :func:`workload_stalls`, in order.
+WORKLOAD_STALL_COLUMNS: tuple[str, ...] = (
+    *c.WORKLOAD_KEYS,
+    "queue",
+    c.STALLED_GPU_HOURS,
+    c.STALLED_COST_USD,
+)
+
+
+def pending_intervals(pods: pd.DataFrame, end_ts: int) -> pd.DataFrame:
+    """Each pod's Pending interval ``[pending_from_ts, pending_to_ts)``: from its creation to
+    its start, else its finish, else ``end_ts`` (pods the API never listed, known from DCGM
+    only, have none). Columns: ``pod_id``, ``pending_from_ts``, ``pending_to_ts``."""
+    listed = pods[~pods["dcgm_only"].fillna(False).astype(bool) & pods["created_ts"].notna()]
+    start = listed["created_ts"].to_numpy(dtype="float64", na_value=np.nan)
+    started = listed["started_ts"].to_numpy(dtype="float64", na_value=np.nan)
+    finished = listed["finished_ts"].to_numpy(dtype="float64", na_value=np.nan)
+    until = np.where(np.isnan(started), np.where(np.isnan(finished), end_ts, finished), started)
+    return pd.DataFrame(
+        {
+            "pod_id": listed["pod_id"].to_numpy(dtype="int64"),
+            "pending_from_ts": start,
+            "pending_to_ts": until,
+        },
+        index=listed.index,
+    )
+
+
+def stall_intervals(
+    pods: pd.DataFrame, policy: SchedulingPolicy, start_ts: int, end_ts: int
+) -> dict[tuple[str, str, str, str], list[tuple[float, float]]]:
+    """Per gang: the disjoint, sorted intervals within ``[start_ts, end_ts)`` during which one
+    of its pods had been Pending longer than ``policy.gang_stall_after_s``."""
+    ganged = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()]
+    if ganged.empty:
+        return {}
+    spans = pending_intervals(ganged, end_ts)
+    begin = np.maximum(spans["pending_from_ts"].to_numpy() + policy.gang_stall_after_s, start_ts)
+    finish = np.minimum(spans["pending_to_ts"].to_numpy(), end_ts)
+    keep = finish > begin
+    rows = ganged.loc[spans.index[keep], list(GANG_KEYS)].astype(object)
+    out: dict[tuple[str, str, str, str], list[tuple[float, float]]] = {}
+    for key, b, f in zip(
+        rows.itertuples(index=False, name=None), begin[keep], finish[keep], strict=True
+    ):
+        out.setdefault(key, []).append((float(b), float(f)))
+    return {key: _union(spans_) for key, spans_ in out.items()}
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for begin, finish in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], finish))
+        else:
+            merged.append((begin, finish))
+    return merged
+
+
+def stalled_share(
+    ts: np.ndarray, step_s: np.ndarray, spans: list[tuple[float, float]]
+) -> np.ndarray:
+    """The share (0–1) of each row's interval ``[ts, ts + step_s)`` inside ``spans``."""
+    ts = ts.astype("float64")
+    ends = ts + step_s.astype("float64")
+    inside = np.zeros(len(ts))
+    for begin, finish in spans:
+        inside += np.clip(np.minimum(ends, finish) - np.maximum(ts, begin), 0.0, None)
+    width = np.where(ends > ts, ends - ts, 1.0)
+    return np.where(ends > ts, inside / width, 0.0)
+
+
+def stalled_samples(
+    samples: pd.DataFrame,
+    pods: pd.DataFrame,
+    policy: SchedulingPolicy,
+    start_ts: int,
+    end_ts: int,
+) -> pd.DataFrame:
+    """The held samples of pods of stalled gangs, with the gang's keys and
+    ``stalled_gpu_hours``/``stalled_cost_usd`` (the row's share held while stalled); rows with
+    none left out."""
+    columns = [*samples.columns, *GANG_KEYS[2:], c.STALLED_GPU_HOURS, c.STALLED_COST_USD]
+    stalls = stall_intervals(pods, policy, start_ts, end_ts)
+    if not stalls or samples.empty:
+        return pd.DataFrame(columns=columns)
+    gang_pods = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()]
+    held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
+    held = held[held["pod_id"].isin(gang_pods["pod_id"]).to_numpy(dtype=bool)]
+    if held.empty:
+        return pd.DataFrame(columns=columns)
+    facts = gang_pods.set_index("pod_id")[list(GANG_KEYS)].astype(object)
+    ids = held["pod_id"].to_numpy(dtype="int64")
+    keys = facts.loc[ids]
+    parts = []
+    for group, index in keys.groupby(list(GANG_KEYS), sort=False).indices.items():
+        key = tuple(str(part) for part in cast(tuple[object, ...], group))
+        spans = stalls.get((key[0], key[1], key[2], key[3]))
+        if not spans:
+            continue
+        rows = held.iloc[index].copy()
+        share = stalled_share(rows["ts"].to_numpy(), rows["step_s"].to_numpy(), spans)
+        rows["gang_kind"], rows["gang_name"] = key[2], key[3]
+        rows[c.STALLED_GPU_HOURS] = rows[c.GPU_HOURS].to_numpy(dtype="float64") * share
+        rows[c.STALLED_COST_USD] = rows[c.STALLED_GPU_HOURS] * rows[c.USD_PER_HOUR]
+        parts.append(rows[share > 0])
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _joined(values: pd.Series) -> str:
+    """Distinct non-empty values, sorted and ``+``-joined (empty when none)."""
+    return "+".join(sorted({str(v) for v in values.dropna() if str(v)}))
+
+
+def _most_common(values: pd.Series) -> object:
+    counts = values.dropna().astype(str).value_counts()
+    if counts.empty:
+        return pd.NA
+    return sorted(counts[counts == counts.max()].index)[0]
+
+
+Spans = dict[tuple[str, str, str, str], list[tuple[float, float]]]
+
+
+def _gang_facts(pods: pd.DataFrame, stalls: Spans) -> pd.DataFrame:
+    ganged = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()].copy()
+    ganged["_key"] = list(ganged[list(GANG_KEYS)].astype(object).itertuples(index=False, name=None))
+    ganged = ganged[ganged["_key"].isin(list(stalls))]
+    grouped = ganged.groupby(list(GANG_KEYS), sort=True)
+    return pd.DataFrame(
+        {
+            "queue": grouped["queue"].agg(_joined),
+            "team": grouped["team"].agg(_most_common),
+            "workload_kind": grouped["workload_kind"].agg(_most_common),
+            "workload": grouped["workload"].agg(_most_common),
+            "gang_size": grouped["gang_size"].max(),
+        }
+    ).reset_index()
+
+
+def gang_stalls(
+    samples: pd.DataFrame,
+    pods: pd.DataFrame,
+    policy: SchedulingPolicy,
+    start_ts: int,
+    end_ts: int,
+) -> pd.DataFrame:
+    """One row per gang whose running pods held GPUs while it was stalled in
+    ``[start_ts, end_ts)``, most dollars first (columns :data:`GANG_STALL_COLUMNS`).
+
+    ``running_pods``: its pods with stalled GPU-hours; ``pending_pods``: its pods Pending longer
+    than the threshold within the window; ``queue``: its pods' queues, ``+``-joined; ``team``,
+    ``workload_kind``, ``workload``: the most common among its pods; ``first_stalled_ts`` and
+    ``last_stalled_ts``: the first and last instant it was stalled within the window.
+    """
+    rows = stalled_samples(samples, pods, policy, start_ts, end_ts)
+    if rows.empty:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in GANG_STALL_COLUMNS})
+    stalls = stall_intervals(pods, policy, start_ts, end_ts)
+    keys = pd.DataFrame({k: rows[k].astype(object) for k in GANG_KEYS})
+    keys["pod_id"] = rows["pod_id"].to_numpy(dtype="int64")
+    keys[c.STALLED_GPU_HOURS] = rows[c.STALLED_GPU_HOURS].to_numpy(dtype="float64")
+    keys[c.STALLED_COST_USD] = rows[c.STALLED_COST_USD].to_numpy(dtype="float64")
+    out = keys.groupby(list(GANG_KEYS), sort=True).agg(
+        running_pods=("pod_id", "nunique"),
+        stalled_gpu_hours=(c.STALLED_GPU_HOURS, "sum"),
+        stalled_cost_usd=(c.STALLED_COST_USD, "sum"),
+    )
+    out = out.reset_index().merge(_gang_facts(pods, stalls), on=list(GANG_KEYS), how="left")
+    spans = [stalls[key] for key in out[list(GANG_KEYS)].itertuples(index=False, name=None)]
+    out["first_stalled_ts"] = [int(s[0][0]) for s in spans]
+    out["last_stalled_ts"] = [int(s[-1][1]) for s in spans]
+    out["pending_pods"] = _pending_counts(pods, policy, start_ts, end_ts, out)
+    out = out.sort_values(c.STALLED_COST_USD, ascending=False, kind="stable")
+    return out[list(GANG_STALL_COLUMNS)].reset_index(drop=True)
+
+
+def _pending_counts(
+    pods: pd.DataFrame, policy: SchedulingPolicy, start_ts: int, end_ts: int, gangs: pd.DataFrame
+) -> list[int]:
+    ganged = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()]
+    spans = pending_intervals(ganged, end_ts)
+    begin = np.maximum(spans["pending_from_ts"] + policy.gang_stall_after_s, start_ts)
+    late = ganged.loc[spans.index[(np.minimum(spans["pending_to_ts"], end_ts) > begin)]]
+    counts = late.groupby(list(GANG_KEYS)).size()
+    keys = gangs[list(GANG_KEYS)].itertuples(index=False, name=None)
+    return [int(counts.get(key, 0)) for key in keys]
+
+
+def pod_queues(samples: pd.DataFrame, pods: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of ``keys`` of the held samples: the queues their pods ran in, sorted and
+    ``+``-joined, empty where none (column ``queue``)."""
+    held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
+    pairs = pd.DataFrame({k: held[k].astype(object).to_numpy() for k in keys})
+    pairs["pod_id"] = held["pod_id"].to_numpy(dtype="int64")
+    pairs = pairs.drop_duplicates()
+    queues = pods.drop_duplicates("pod_id").set_index("pod_id")["queue"]
+    pairs["queue"] = pairs["pod_id"].map(queues).to_numpy(dtype=object)
+    joined = pairs.groupby(keys, sort=True, dropna=False)["queue"].agg(_joined)
+    return joined.reset_index()
+
+
+def workload_stalls(
+    samples: pd.DataFrame,
+    pods: pd.DataFrame,
+    policy: SchedulingPolicy,
+    start_ts: int,
+    end_ts: int,
+) -> pd.DataFrame:
+    """Per workload and GPU model with held samples (:data:`~columns.WORKLOAD_KEYS`): its
+    ``queue`` (its pods' queues ``+``-joined, empty where none) and ``stalled_gpu_hours`` /
+    ``stalled_cost_usd`` (0 where it never stalled): the weekly CSV's columns."""
+    keys = list(c.WORKLOAD_KEYS)
+    held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
+    if held.empty:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in WORKLOAD_STALL_COLUMNS})
+    out = pod_queues(held, pods, keys)
+    rows = stalled_samples(held, pods, policy, start_ts, end_ts)
+    if rows.empty:
+        out[c.STALLED_GPU_HOURS] = 0.0
+        out[c.STALLED_COST_USD] = 0.0
+        return out[list(WORKLOAD_STALL_COLUMNS)]
+    frame = pd.DataFrame({k: rows[k].astype(object).to_numpy() for k in keys})
+    for name in (c.STALLED_GPU_HOURS, c.STALLED_COST_USD):
+        frame[name] = rows[name].to_numpy(dtype="float64")
+    sums = frame.groupby(keys, sort=True, dropna=False).sum().reset_index()
+    out = out.merge(sums, on=keys, how="left")
+    for name in (c.STALLED_GPU_HOURS, c.STALLED_COST_USD):
+        out[name] = out[name].astype("float64").fillna(0.0)
+    return out[list(WORKLOAD_STALL_COLUMNS)]
