@@ -82,7 +82,7 @@ def scheduling_of(
         queues=queue_report(
             quotas, workloads, pods, samples, policy, start, end, price_book=prices
         ),
-        queue_hours=queue_timeline(quotas, workloads, pods, samples, start, end),
+        queue_hours=queue_timeline(quotas, workloads, pods, samples, policy, start, end),
         gangs=gang_stalls(samples, pods, policy, start, end),
         capacity=capacity_report(samples, pods, start, end),
         capacity_hours=capacity_timeline(samples, pods, start, end),
