@@ -4,8 +4,9 @@ gang over the last three hours of its hourly roll-ups (from 07:00 UTC), written 
 - Cohort ``qa-cohort`` of cluster ``prod-us-east``: ClusterQueue ``qa-idle`` (4 A100s of
   quota, no pod ever runs in it) and ``qa-wait`` (no quota), both seen for those three
   hours. Workload ``qa-waiting``, of the gang's namespace, asks ``qa-wait`` for 2 GPUs over
-  them and is never admitted: for 3 hours work of the cohort waits while ``qa-idle``'s 4 GPUs sit unused: 12 idle quota GPU-hours at
-  the $4.00 an A100 is priced at in :func:`settings_for`: $48.00.
+  them and is never admitted: for 3 hours work of the cohort waits while ``qa-idle``'s 4 GPUs
+  sit unused: 12 idle quota GPU-hours at the $4.00 an A100 is priced at in
+  :func:`settings_for`: $48.00.
 - Gang ``jobset/qa-train``: a pod holding one whole GPU for each of the three hours (a full
   hour of data each) and a sibling of its workload created 10 minutes before them that never
   starts, so Pending longer than 10 minutes from the first hour on: 3 stalled GPU-hours at its
