@@ -85,28 +85,40 @@ def cards(view: QueuesView) -> html.Div:
     )
 
 
-def hours(column: str) -> Any:
-    return lambda r: fmt.number(r[column], 1)
+def hours(column: str) -> tuple[str, Any]:
+    """A GPU-hours column: its heading and cells to one decimal."""
+    return fmt.HEADINGS[column], lambda r: fmt.number(r[column], 1)
+
+
+def text_of(column: str) -> tuple[str, Any]:
+    return fmt.HEADINGS[column], lambda r: fmt.text(r[column])
+
+
+def usd_of(column: str) -> tuple[str, Any]:
+    return fmt.HEADINGS[column].removesuffix(" ($)"), lambda r: fmt.usd(r[column])
+
+
+#: The report's numbers, in the contract's order.
+QUEUE_HOURS = (
+    "quota_gpu_hours",
+    "allocated_gpu_hours",
+    "busy_gpu_hours",
+    "borrowed_gpu_hours",
+    "lent_gpu_hours",
+    "pending_gpu_hours",
+    "stalled_gpu_hours",
+    "idle_quota_gpu_hours",
+)
 
 
 def queues_table(view: QueuesView, f: Filters) -> Any:
     rows = view.queues.sort_values("idle_quota_usd", ascending=False, kind="stable")
     columns = [
         ("Queue", lambda r: queue_link(f, r)),
-        ("Cluster", lambda r: fmt.text(r["cluster"])),
-        ("Cohort", lambda r: fmt.text(r["cohort"])),
-        ("Flavor", lambda r: fmt.text(r["flavor"])),
-        ("GPU model", lambda r: fmt.text(r["gpu_model"])),
+        *(text_of(name) for name in ("cluster", "cohort", "flavor", "gpu_model")),
         ("Nominal GPUs", lambda r: fmt.number(r["nominal_gpus"], 1)),
-        ("Quota (GPU·h)", hours("quota_gpu_hours")),
-        ("Allocated (GPU·h)", hours("allocated_gpu_hours")),
-        ("Busy (GPU·h)", hours("busy_gpu_hours")),
-        ("Borrowed (GPU·h)", hours("borrowed_gpu_hours")),
-        ("Lent (GPU·h)", hours("lent_gpu_hours")),
-        ("Pending (GPU·h)", hours("pending_gpu_hours")),
-        ("Stalled (GPU·h)", hours("stalled_gpu_hours")),
-        ("Idle quota (GPU·h)", hours("idle_quota_gpu_hours")),
-        ("Idle quota cost", lambda r: fmt.usd(r["idle_quota_usd"])),
+        *(hours(name) for name in QUEUE_HOURS),
+        usd_of("idle_quota_usd"),
     ]
     return html_table(f"{PAGE}-table", columns, rows.to_dict("records"))
 
@@ -197,8 +209,8 @@ def gangs_table(view: QueuesView, f: Filters) -> Any:
         ("Gang size", lambda r: fmt.number(r["gang_size"])),
         ("Stalled from", lambda r: fmt.when(r["first_stalled_ts"])),
         ("Stalled until", lambda r: fmt.when(r["last_stalled_ts"])),
-        ("Stalled (GPU·h)", hours("stalled_gpu_hours")),
-        ("Stalled cost", lambda r: fmt.usd(r["stalled_cost_usd"])),
+        hours("stalled_gpu_hours"),
+        usd_of("stalled_cost_usd"),
     ]
     return html_table(f"{PAGE}-gangs", columns, gangs.to_dict("records"))
 
@@ -231,12 +243,15 @@ def consolidate_hint(row: Mapping[str, Any], moves: pd.DataFrame) -> str:
 def capacity_table(view: QueuesView) -> Any:
     rows = view.capacity.sort_values("stranded_cost_usd", ascending=False, kind="stable")
     columns = [
-        ("Cluster", lambda r: fmt.text(r["cluster"])),
-        ("GPU model", lambda r: fmt.text(r["gpu_model"])),
-        ("Free (GPU·h)", hours("free_gpu_hours")),
-        ("Stranded (GPU·h)", hours("stranded_gpu_hours")),
-        ("Stranded cost", lambda r: fmt.usd(r["stranded_cost_usd"])),
-        ("Largest unplaceable request", lambda r: fmt.number(r["largest_unplaceable_request"])),
+        text_of("cluster"),
+        text_of("gpu_model"),
+        hours("free_gpu_hours"),
+        hours("stranded_gpu_hours"),
+        usd_of("stranded_cost_usd"),
+        (
+            fmt.HEADINGS["largest_unplaceable_request"],
+            lambda r: fmt.number(r["largest_unplaceable_request"]),
+        ),
         ("Consolidate", lambda r: consolidate_hint(r, view.moves)),
     ]
     return html_table(f"{PAGE}-capacity", columns, rows.to_dict("records"))
