@@ -77,6 +77,7 @@ def report_weekly(
         nodes=data.nodes,
         detail=data.detail,
         health=data.health,
+        scheduling=app.settings.scheduling.policy(),
     )
     _write(render_csv(frame), out)
 

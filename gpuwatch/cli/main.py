@@ -82,6 +82,7 @@ def _register() -> None:
         commands_demo,
         commands_health,
         commands_report,
+        commands_scheduling,
         commands_simulate,
     )
 
@@ -90,6 +91,8 @@ def _register() -> None:
     cli.add_command(commands_report.report)
     cli.add_command(commands_report.recommend_command)
     cli.add_command(commands_health.health_command)
+    cli.add_command(commands_scheduling.queues_command)
+    cli.add_command(commands_scheduling.capacity_command)
     cli.add_command(commands_simulate.simulate)
     cli.add_command(commands_dashboards.dashboards)
     cli.add_command(commands_db.db)

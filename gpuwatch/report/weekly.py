@@ -18,6 +18,7 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.efficiency import workload_efficiency
+from gpuwatch.analytics.gangs import workload_stalls
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import (
@@ -29,6 +30,7 @@ from gpuwatch.analytics.render import neutralise
 from gpuwatch.analytics.summary import as_text, sample_measures
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.domain.pricing import PriceBook
+from gpuwatch.domain.scheduling import SchedulingPolicy
 from gpuwatch.domain.series import StoredDetail
 
 WEEK_S = 7 * 86400
@@ -77,9 +79,9 @@ TWO_DECIMALS = frozenset(
      "idle_cost_usd", "unused_cost_usd", "est_monthly_savings_usd", "unallocated_gpu_hours",
      "unallocated_cost_usd"}
 )  # fmt: skip
-#: Columns of section 7 gpuwatch does not measure yet (queues, gangs): empty cells, never a 0
-#: that would claim "none" (docs/report.md).
-NOT_MEASURED = ("queue", "stalled_gpu_hours", "stalled_cost_usd")
+#: Section 7's stalled-gang figures (:func:`workload_stalls`): 0 for a workload that never
+#: stalled, empty on ``__idle__`` rows (no workload).
+STALL_FIGURES = ("stalled_gpu_hours", "stalled_cost_usd")
 #: Percent columns of section 7 that stay empty where the exporter provides no profiling fields.
 OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
 #: Section 7's columns from the health roll-up (:func:`workload_efficiency`); empty where not
@@ -171,6 +173,7 @@ def _workload_rows(
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested", "allocation"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
     out = _with_health(out, efficiency)
+    out = _with_stalls(out, held, pods, context)
     out["recommendation"] = out["recommendation"].fillna("")
     out["est_monthly_savings_usd"] = out["est_monthly_savings_usd"].fillna(0.0)
     return out
@@ -192,6 +195,28 @@ def _with_health(rows: pd.DataFrame, efficiency: pd.DataFrame | None) -> pd.Data
     return out
 
 
+def _with_stalls(
+    rows: pd.DataFrame, held: pd.DataFrame, pods: pd.DataFrame | None, context: dict[str, Any]
+) -> pd.DataFrame:
+    """Workload rows with their queue and stalled figures (:func:`workload_stalls`)."""
+    rows = rows.copy()
+    if pods is None or "queue" not in pods:  # no pods, no gangs: not measured
+        rows["queue"] = ""
+        for name in STALL_FIGURES:
+            rows[name] = np.nan
+        return rows
+    start_ts, end_ts = context["window"]
+    stalls = workload_stalls(held, pods, context["scheduling"], start_ts, end_ts)
+    for name in _SORT_KEYS:
+        stalls[name] = stalls[name].astype("string")
+        rows[name] = rows[name].astype("string")
+    out = rows.merge(stalls, on=_SORT_KEYS, how="left")
+    out["queue"] = out["queue"].astype(object).where(out["queue"].notna(), "")
+    for name in STALL_FIGURES:
+        out[name] = out[name].astype("float64").fillna(0.0)
+    return out
+
+
 def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
     free = costed[~costed[c.ALLOCATED] & (costed[c.GPU_HOURS] > 0)]
     if free.empty:
@@ -206,6 +231,9 @@ def _idle_rows(costed: pd.DataFrame, threshold: float) -> pd.DataFrame:
     out["gpus_requested"] = 0
     out["recommendation"] = ""
     out["est_monthly_savings_usd"] = 0.0
+    out["queue"] = ""  # no workload: no queue, no gang
+    for name in STALL_FIGURES:
+        out[name] = np.nan
     # Allocated figures only: an unheld GPU is throttled or failing for no workload.
     for name in ("throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd"):
         out[name] = 0.0
@@ -222,8 +250,9 @@ def _finish(frame: pd.DataFrame, week_start: str, measured: bool) -> pd.DataFram
     for name in TWO_DECIMALS:
         frame[name] = frame[name].astype("float64").round(2) + 0.0
     frame["gpus_requested"] = frame["gpus_requested"].fillna(0).astype("int64")
-    for name in NOT_MEASURED:
-        frame[name] = None
+    for name in STALL_FIGURES:
+        values = frame[name].astype("float64").round(2) + 0.0
+        frame[name] = values.astype(object).where(values.notna(), None)
     for name in HEALTH_FIGURES:
         if not measured or name not in frame:
             frame[name] = None
@@ -248,13 +277,15 @@ def weekly_report(
     nodes: pd.DataFrame | None = None,
     detail: StoredDetail | None = None,
     health: pd.DataFrame | None = None,
+    scheduling: SchedulingPolicy | None = None,
 ) -> pd.DataFrame:
     """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
 
     Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
     rows are sorted by ``idle_cost_usd`` descending, then by their key columns. ``health``:
     the hourly health roll-up (HEALTH_COLUMNS) for the health columns and
-    ``investigate_efficiency``; without it those columns are empty.
+    ``investigate_efficiency``; without it those columns are empty. ``scheduling``: when a
+    gang counts as stalled (default :class:`SchedulingPolicy`).
     """
     week_start = _check_week_start(week_start_ts)
     end_ts = week_start_ts + WEEK_S
@@ -266,6 +297,8 @@ def weekly_report(
         "detail": detail,
         "data_hours": data_span_hours(week, week_start_ts, end_ts),
         "efficiency": _week_efficiency(health, price_book, week_start_ts, end_ts),
+        "scheduling": scheduling or SchedulingPolicy(),
+        "window": (week_start_ts, end_ts),
     }
     parts = [
         _workload_rows(costed, pods, price_book, policy, context),
@@ -295,7 +328,7 @@ def _missing(value: Any) -> bool:
 
 
 def _cell(name: str, value: Any) -> str:
-    if (name in NOT_MEASURED or name in HEALTH_FIGURES) and _missing(value):
+    if (name in STALL_FIGURES or name in HEALTH_FIGURES) and _missing(value):
         return ""
     if name in TEXT_COLUMNS:
         return neutralise("" if value is None or value is pd.NA else str(value))
