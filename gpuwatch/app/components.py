@@ -25,6 +25,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/teams", "Teams & namespaces"),
     ("/workloads", "Workloads"),
     ("/gpus", "GPUs & nodes"),
+    ("/queues", "Queues"),
     ("/savings", "Savings"),
     ("/reports", "Reports"),
     ("/alerts", "Alerts"),

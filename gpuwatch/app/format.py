@@ -46,6 +46,21 @@ HEADINGS: dict[str, str] = {
     "gpus_requested": "GPUs requested",
     "recommendation": "Recommendation",
     "week_start": "Week start",
+    "cohort": "Cohort",
+    "flavor": "Flavor",
+    "nominal_gpus": "Nominal GPUs",
+    "quota_gpu_hours": "Quota (GPU·h)",
+    "busy_gpu_hours": "Busy (GPU·h)",
+    "borrowed_gpu_hours": "Borrowed (GPU·h)",
+    "lent_gpu_hours": "Lent (GPU·h)",
+    "pending_gpu_hours": "Pending (GPU·h)",
+    "idle_quota_gpu_hours": "Idle quota (GPU·h)",
+    "idle_quota_usd": "Idle quota cost ($)",
+    "gang_size": "Gang size",
+    "free_gpu_hours": "Free (GPU·h)",
+    "stranded_gpu_hours": "Stranded (GPU·h)",
+    "stranded_cost_usd": "Stranded cost ($)",
+    "largest_unplaceable_request": "Largest unplaceable request (GPUs)",
 }
 
 

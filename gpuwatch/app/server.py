@@ -33,6 +33,7 @@ PAGE_MODULES = (
     "gpuwatch.app.pages.reports",
     "gpuwatch.app.pages.alerts",
     "gpuwatch.app.pages.gpu_health",
+    "gpuwatch.app.pages.queues",
     "gpuwatch.app.pages.health",
 )
 _DATA_KEY = "GPUWATCH_DATA"

@@ -14,6 +14,8 @@ from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
+from gpuwatch.app.views_queues import SchedulingTotals, scheduling_totals
+from gpuwatch.domain.scheduling import SchedulingPolicy
 
 PAGE, PATH, TITLE = "overview", "/", "Overview"
 TOP_WORKLOADS = 10
@@ -64,6 +66,27 @@ def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
     ]
 
 
+def scheduling_cards(t: SchedulingTotals, f: Filters) -> list[html.Div]:
+    """Stalled gangs and stranded capacity (:mod:`gpuwatch.app.views_queues`), each a link
+    to the Queues page."""
+    href = f.href("/queues")
+    return [
+        card(
+            "Stalled gangs",
+            dcc.Link(fmt.usd(t.stalled_cost_usd), href=href, className="gw-link"),
+            f"{fmt.gpu_hours(t.stalled_gpu_hours)} held by {t.stalled_gangs} gangs "
+            "while a sibling waited",
+            "stalled-gangs",
+        ),
+        card(
+            "Stranded capacity",
+            dcc.Link(fmt.gpu_hours(t.stranded_gpu_hours), href=href, className="gw-link"),
+            f"{fmt.usd(t.stranded_cost_usd)} of free GPUs too scattered for waiting pods",
+            "stranded",
+        ),
+    ]
+
+
 def _workload_link(f: Filters, row: dict[str, Any]) -> dcc.Link:
     href = f.href(
         "/workload",
@@ -93,13 +116,14 @@ def top_workloads_table(snap: Snapshot, f: Filters) -> html.Table | html.P:
     return html_table("overview-top-workloads", columns, frame.to_dict("records"))
 
 
-def body(snap: Snapshot, f: Filters, idle_pct: float) -> list[Any]:
+def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) -> list[Any]:
     h = headline(snap, f)
+    waste = scheduling_cards(scheduling_totals(snap, f, policy), f)
     basis = monthly_basis(h.data_hours)
     teams = breakdown(snap, f, ("team",))
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
     return [
-        html.Div(headline_cards(h, idle_pct), className="gw-cards", id="overview-cards"),
+        html.Div([*headline_cards(h, idle_pct), *waste], className="gw-cards", id="overview-cards"),
         section(
             "Capacity and demand",
             dcc.Graph(
@@ -146,14 +170,16 @@ def layout(**query: Any) -> html.Div:
     if headline(snap, f).capacity_gpu_hours <= 0:
         content: Any = no_match(PAGE, f, PATH)
     else:
-        content = body(snap, f, ctx.source.settings.thresholds.idle_util_pct)
+        settings = ctx.source.settings
+        content = body(snap, f, settings.thresholds.idle_util_pct, settings.scheduling.policy())
     return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
     """The default view, computed ahead of the first visit."""
     if not snap.empty:
-        body(snap, Filters(), data.settings.thresholds.idle_util_pct)
+        settings = data.settings
+        body(snap, Filters(), settings.thresholds.idle_util_pct, settings.scheduling.policy())
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

@@ -9,12 +9,13 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, State, html
+from dash import Input, Output, State, dcc, html
 
 from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app.components import (
     URL_ID,
     data_table,
+    html_table,
     money_column,
     no_data,
     no_match,
@@ -27,7 +28,9 @@ from gpuwatch.app.components import (
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.pages.queues import queue_href
 from gpuwatch.app.views import breakdown, data_hours, options
+from gpuwatch.app.views_queues import submitted_queues
 
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
 
@@ -84,6 +87,36 @@ for _table, _handler in (("teams-table", open_team), ("teams-namespaces", open_n
     )(_handler)
 
 
+def queue_links(f: Filters, cluster: str, queues: list[str]) -> html.Span:
+    links: list[Any] = []
+    for queue in queues:
+        if links:
+            links.append(", ")
+        links.append(dcc.Link(queue, href=queue_href(f, cluster, queue), className="gw-link"))
+    return html.Span(links)
+
+
+def queues_section(snap: Snapshot, f: Filters) -> list[Any]:
+    """The queues each team's namespaces submit to, each a link to its Queues page."""
+    pairs = submitted_queues(snap, f)
+    if pairs.empty:
+        return []
+    keys = ["team", "cluster", "namespace"]
+    rows = [
+        {"team": t, "cluster": c, "namespace": n, "queues": sorted(map(str, g["queue"]))}
+        for (t, c, n), g in pairs.groupby(keys, sort=True)
+    ]
+    columns = [
+        ("Team", lambda r: str(r["team"])),
+        ("Cluster", lambda r: str(r["cluster"])),
+        ("Namespace", lambda r: str(r["namespace"])),
+        ("Queues", lambda r: queue_links(f, str(r["cluster"]), r["queues"])),
+    ]
+    table = html_table("teams-queues", columns, rows)
+    note = "The Kueue or Volcano queues its pods ran or waited in; open one for its quota."
+    return [section("Queues", table, note=note, key="teams-queues-section")]
+
+
 def body(snap: Snapshot, f: Filters) -> list[Any]:
     teams = breakdown(snap, f, ("team",))
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
@@ -103,6 +136,7 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
             ),
             note="Click a namespace to narrow every view to it.",
         ),
+        *queues_section(snap, f),
     ]
 
 
