@@ -160,22 +160,29 @@ def _most_common(values: pd.Series) -> object:
 
 
 Spans = dict[tuple[str, str, str, str], list[tuple[float, float]]]
+_SEP = "\x1f"
 
 
 def _gang_facts(pods: pd.DataFrame, stalls: Spans) -> pd.DataFrame:
     ganged = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()].copy()
     ganged["_key"] = list(ganged[list(GANG_KEYS)].astype(object).itertuples(index=False, name=None))
     ganged = ganged[ganged["_key"].isin(list(stalls))]
+    # the owner is picked as one (kind, name) pair, never a kind of one pod and a name of another
+    ganged["_owner"] = ganged["workload_kind"].astype(str) + _SEP + ganged["workload"].astype(str)
     grouped = ganged.groupby(list(GANG_KEYS), sort=True)
-    return pd.DataFrame(
+    facts = pd.DataFrame(
         {
             "queue": grouped["queue"].agg(_joined),
             "team": grouped["team"].agg(_most_common),
-            "workload_kind": grouped["workload_kind"].agg(_most_common),
-            "workload": grouped["workload"].agg(_most_common),
+            "owner": grouped["_owner"].agg(_most_common),
             "gang_size": grouped["gang_size"].max(),
         }
     ).reset_index()
+    owner = facts.pop("owner").astype(object)
+    split = [str(o).split(_SEP, 1) if isinstance(o, str) else [pd.NA, pd.NA] for o in owner]
+    facts["workload_kind"] = [kind for kind, _ in split]
+    facts["workload"] = [name for _, name in split]
+    return facts
 
 
 def gang_stalls(
