@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from gpuwatch.collectors.collect import Window, collect
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.kube_parse import KubeSnapshot
+from gpuwatch.collectors.kube_queues import Read, sched_state
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.simulate.apiserver import KubeApiServer, kubeconfig_for
 from gpuwatch.store.repository_scheduling import load_queue_flavors, load_sched_workloads
@@ -227,3 +228,18 @@ def test_collecting_twice_stores_the_same_rows(migrated_engine: Engine, tmp_path
         ("jobset-llm-pretrain-9a1b2", 24.0),
         ("podgroup-2f8e4c1a-7b3d-4e5f-9a6b-0c1d2e3f4a5b", 1.0),
     ]
+
+
+def test_an_unreadable_object_turns_its_scheduler_off() -> None:
+    quota = {"name": "nvidia.com/gpu", "nominalQuota": "1.5"}
+    bad = {
+        "metadata": {"name": "team-a-cq"},
+        "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources": [quota]}]}]},
+    }
+    volcano = Read("v1beta1", "", {"queues": _fixture("volcano/v1beta1/queues.json")})
+    state = sched_state(Read("v1beta2", "", {"clusterqueues": [bad]}), volcano)
+    assert state.kueue.off_reason == (
+        "unreadable ClusterQueue team-a-cq: invalid GPU quantity '1.5': "
+        "GPUs come in whole, non-negative numbers"
+    )
+    assert state.volcano.on and len(state.queue_flavors) == 3
