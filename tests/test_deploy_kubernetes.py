@@ -33,6 +33,12 @@ READ_ONLY_RULES = {
     ("resource.k8s.io", "resourceclaims"),
     ("resource.k8s.io", "resourceslices"),
     ("resource.k8s.io", "deviceclasses"),
+    ("kueue.x-k8s.io", "clusterqueues"),
+    ("kueue.x-k8s.io", "localqueues"),
+    ("kueue.x-k8s.io", "resourceflavors"),
+    ("kueue.x-k8s.io", "workloads"),
+    ("scheduling.volcano.sh", "queues"),
+    ("scheduling.volcano.sh", "podgroups"),
 }
 WORKLOAD_KINDS = {"Deployment", "CronJob", "Job", "StatefulSet", "DaemonSet"}
 

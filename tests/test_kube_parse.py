@@ -480,6 +480,7 @@ def test_parse_pod_row() -> None:
         "created_ts": 1794787200,
         "started_ts": 1794787205,
         "finished_ts": 1794796200,  # the latest container to finish
+        **{"queue": None, "gang_kind": None, "gang_name": None, "gang_size": None},
     }
 
 

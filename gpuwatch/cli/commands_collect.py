@@ -262,6 +262,8 @@ def _report(stats: CollectStats) -> None:
     )
     if stats.dra is not None:
         click.echo(stats.dra)
+    if stats.queues is not None:
+        click.echo(stats.queues)
     for line in stats.issues.lines():
         click.echo(f"gpuwatch: warning: {line}", err=True)
 

@@ -34,6 +34,7 @@ from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import pods as store_pods
+from gpuwatch.store import repository_scheduling as sched_store
 from gpuwatch.store import rollup, writer
 from gpuwatch.store.models import DraDevice
 
@@ -82,6 +83,8 @@ class CollectStats:
     #: Whether GPUs held through ResourceClaims were attributed, and if not why (None: the
     #: Kubernetes API was not read).
     dra: str | None = None
+    #: Whether Kueue's and Volcano's queues were read, and if not why (None: not read).
+    queues: str | None = None
 
 
 def plan_window(
@@ -122,6 +125,8 @@ def _write_snapshot(conn: Connection, cluster_id: int, snap: KubeSnapshot) -> No
         [{**row, "cluster_id": cluster_id} for row in claims.dra_device_rows(snap)],
         ("cluster_id", "claim_uid", "driver", "pool", "device"),
     )
+    sched_store.write_queue_flavors(conn, cluster_id, rows.queue_flavor_rows(snap))
+    sched_store.write_sched_workloads(conn, cluster_id, rows.sched_workload_rows(snap))
 
 
 def units_at_once(samples: writer.SampleColumns) -> dict[int, int]:
@@ -256,7 +261,7 @@ def collect(
             _write_snapshot(conn, cluster_id, snap)
             writer.advance_watermark(
                 conn, cluster_id, SOURCE_KUBERNETES, snap.taken_ts, now_ts,
-                {"dra": snap.dra.summary()},
+                {"dra": snap.dra.summary(), "queues": snap.sched.summary()},
             )  # fmt: skip
     guard = _Guard(new_units, cluster) if new_units is not None else None
     fetcher = _Pages(prometheus, window, variants, stop)
@@ -298,4 +303,7 @@ def collect(
         fetcher.close()
     end = pages[done - 1][1] if done else window.start_ts
     dra = snap.dra.summary() if snap is not None else None
-    return CollectStats(window.start_ts, end, done, total, len(units), len(pods), issues, dra)
+    queues = snap.sched.summary() if snap is not None else None
+    return CollectStats(
+        window.start_ts, end, done, total, len(units), len(pods), issues, dra, queues
+    )

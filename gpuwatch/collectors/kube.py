@@ -7,7 +7,8 @@ Client configuration as kubectl finds it: an explicit kubeconfig, else ``$KUBECO
 exponential backoff; 401/403 fail at once naming the RBAC gpuwatch needs. Credentials never
 appear in messages. DRA (``resource.k8s.io``) is read after the core lists by
 :mod:`gpuwatch.collectors.kube_dra` through the same lists; it is optional: not served or not
-allowed, it is turned off with a reason and the snapshot goes on.
+allowed, it is turned off with a reason and the snapshot goes on. Queues and queued work (Kueue,
+Volcano) are read the same way by :mod:`gpuwatch.collectors.kube_queues`, each optional.
 
 Every list is bounded: at most ``list_max_pages`` pages and ``list_timeout_s`` of wall time (its
 retries and restarts included), and a continue token the server already gave for that list is an
@@ -41,7 +42,9 @@ from gpuwatch.collectors.kube_errors import (
     status_text,
 )
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
+from gpuwatch.collectors.kube_queues import KUEUE_RBAC_NEEDED, VOLCANO_RBAC_NEEDED, read_queues
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
+from gpuwatch.collectors.sched_state import SchedState
 from gpuwatch.collectors.stop import NEVER, Stop
 
 if TYPE_CHECKING:
@@ -49,14 +52,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRA_RBAC_NEEDED",
+    "KUEUE_RBAC_NEEDED",
     "RBAC_NEEDED",
+    "VOLCANO_RBAC_NEEDED",
     "KubeConfigError",
     "KubeError",
     "KubeSource",
     "KubeStatusError",
 ]
 
-#: The access gpuwatch needs, as a ClusterRole would grant it (DRA's is optional).
+#: The access gpuwatch needs, as a ClusterRole would grant it (DRA's is optional; so are the
+#: queues', named in their own off reasons: KUEUE_RBAC_NEEDED, VOLCANO_RBAC_NEEDED).
 RBAC_NEEDED = (
     "get, list on pods, nodes, namespaces (core), replicasets, deployments, statefulsets, "
     f"daemonsets (apps), jobs, cronjobs (batch); for DRA attribution also {DRA_RBAC_NEEDED}"
@@ -193,9 +199,10 @@ class KubeSource:
         replicasets = self._list("replicasets", apps.list_replica_set_for_all_namespaces)
         jobs = self._list("jobs", batch.list_job_for_all_namespaces)
         dra = self.dra_state()
+        sched = self.sched_state()
         try:
             return build_snapshot(
-                pods, nodes, namespaces, replicasets, jobs, self.team_label, now_ts, dra
+                pods, nodes, namespaces, replicasets, jobs, self.team_label, now_ts, dra, sched
             )
         except ValueError as exc:
             raise KubeError(f"Kubernetes API at {self._host} returned {exc}") from exc
@@ -204,6 +211,11 @@ class KubeSource:
         """DRA's GPU devices (:mod:`gpuwatch.collectors.kube_dra`); off, with the reason, where
         the API server does not serve them or gpuwatch may not read them."""
         return read_dra(self._client(), self._get_json, self._list, self.dra_gpu_drivers)
+
+    def sched_state(self) -> SchedState:
+        """Kueue's and Volcano's queues and queued work (:mod:`gpuwatch.collectors.kube_queues`);
+        each off, with the reason, where not served or not allowed."""
+        return read_queues(self._client(), self._get_json, self._list)
 
     def _get_json(self, what: str, method: Callable[..., Any]) -> dict[str, Any]:
         """One JSON object (a discovery document), bounded and retried as a list page is."""

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuwatch.collectors.dra_parse import NOT_LISTED, DraState, consumer_gpus, dra_off
+from gpuwatch.collectors.gangs import PodGang, job_facts, pod_gang
 from gpuwatch.collectors.kube_nodes import (
     is_gpu_resource,
     node_has_gpus,
@@ -30,6 +31,7 @@ from gpuwatch.collectors.kube_nodes import (
     parse_quantity,
 )
 from gpuwatch.collectors.kube_nodes import labels_of as _labels
+from gpuwatch.collectors.sched_state import SchedState
 from gpuwatch.domain.allocation import DRA
 
 JsonObject = Mapping[str, Any]
@@ -163,13 +165,18 @@ ClaimGpus = tuple[str | None, int]
 
 
 def parse_pod(
-    pod: JsonObject, owner: tuple[str, str], team: str, claim_gpus: ClaimGpus | None = None
+    pod: JsonObject,
+    owner: tuple[str, str],
+    team: str,
+    claim_gpus: ClaimGpus | None = None,
+    gang: PodGang | None = None,
 ) -> dict[str, Any]:
     """A ``pods`` row (without ids; ``node_name`` for the caller to map to ``node_id``).
 
     A pod that asks for no device-plugin GPU but holds GPU devices through claims
     (``claim_gpus``) has its device class as ``gpu_resource``, its devices as ``gpu_count`` and
-    ``allocation`` ``dra``; every other pod's ``allocation`` is None.
+    ``allocation`` ``dra``; every other pod's ``allocation`` is None. ``gang``: its queue and
+    gang (:mod:`gpuwatch.collectors.gangs`; None: neither).
     """
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
@@ -194,6 +201,7 @@ def parse_pod(
         "created_ts": epoch_seconds(meta.get("creationTimestamp")),
         "started_ts": epoch_seconds(status.get("startTime")),
         "finished_ts": _finished_ts(status) if phase in _FINISHED_PHASES else None,
+        **(gang or PodGang()).row(),
     }
 
 
@@ -209,6 +217,8 @@ class KubeSnapshot:
     ``non_gpu_pods``: ``(namespace, name)`` of pods requesting no GPU (they never hold one).
     ``pod_nodes``: pod name → node name for every scheduled pod (first in namespace order wins).
     ``dra``: what DRA showed (off, with its reason, when it was not read).
+    ``sched``: queues, quotas and queued work (Kueue, Volcano; each off with its reason when
+    not read).
     """
 
     nodes: list[dict[str, Any]]
@@ -218,6 +228,7 @@ class KubeSnapshot:
     pod_nodes: dict[str, str]
     taken_ts: int
     dra: DraState = field(default_factory=lambda: dra_off(NOT_LISTED))
+    sched: SchedState = field(default_factory=SchedState)
 
 
 def _sort_key(obj: JsonObject) -> tuple[str, str]:
@@ -280,10 +291,14 @@ def build_snapshot(
     team_label: str,
     taken_ts: int,
     dra: DraState | None = None,
+    sched: SchedState | None = None,
 ) -> KubeSnapshot:
-    """The snapshot from listed objects (and DRA's devices, where read). Raises ValueError
-    naming the object it cannot read."""
+    """The snapshot from listed objects (and DRA's devices, queues and queued work, where read).
+    Raises ValueError naming the object it cannot read."""
     dra = dra if dra is not None else dra_off(NOT_LISTED)
+    sched = sched if sched is not None else SchedState()
+    jobs = list(jobs)
+    gang_jobs = job_facts(jobs)
     held = consumer_gpus(dra.devices)
     ns_rows = _namespace_rows(namespaces, team_label)
     ns_labels = {row["name"]: row["labels"] for row in ns_rows}
@@ -306,9 +321,12 @@ def build_snapshot(
                 continue
             owner = top_owner(pod, rs_index, job_index)
             team = team_of(_labels(pod), ns_labels.get(namespace), team_label)
-            gpu_pods.append(parse_pod(pod, owner, team, claims))
+            gang = pod_gang(pod, gang_jobs, sched)
+            gpu_pods.append(parse_pod(pod, owner, team, claims, gang))
         except ValueError as exc:
             raise ValueError(f"pod {namespace}/{name}: {exc}") from exc
     used = {pod["node_name"] for pod in gpu_pods if pod["node_name"]}
     node_rows = _node_rows(nodes, used, dra)
-    return KubeSnapshot(node_rows, ns_rows, gpu_pods, frozenset(non_gpu), pod_nodes, taken_ts, dra)
+    return KubeSnapshot(
+        node_rows, ns_rows, gpu_pods, frozenset(non_gpu), pod_nodes, taken_ts, dra, sched
+    )

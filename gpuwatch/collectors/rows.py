@@ -40,6 +40,17 @@ def pod_rows(snap: KubeSnapshot, node_ids: Mapping[str, int]) -> list[dict[str, 
     return out
 
 
+def queue_flavor_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
+    """GPU quotas as last seen at the snapshot's instant."""
+    seen = {"first_seen_ts": snap.taken_ts, "last_seen_ts": snap.taken_ts}
+    return [{**row, **seen} for row in snap.sched.queue_flavors]
+
+
+def sched_workload_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
+    """Kueue Workloads and Volcano PodGroups asking for GPUs, seen at the snapshot's instant."""
+    return [{**row, "last_seen_ts": snap.taken_ts} for row in snap.sched.workloads]
+
+
 def resolve_nodes(page: PageSamples, snap: KubeSnapshot | None) -> PageSamples:
     """Map an exporter pod's name (``Hostname`` without ``NODE_NAME``) to its node's name."""
     nodes = page.series["node"].fillna("")

@@ -1,9 +1,11 @@
 """What the simulated Kubernetes API serves: its resources and their discovery documents.
 
-``resources_for(dra_version)`` gives the resource table of a server that serves
-``resource.k8s.io`` in that one version; ``discovery(resources, path)`` answers ``/version``,
-``/api``, ``/apis``, ``/apis/<group>`` (an ``APIGroup``) and ``/apis/<group>/<version>`` (an
-``APIResourceList``), or None for any other path. Pure.
+``resources_for(dra_version, kueue_version, volcano)`` gives the resource table of a server
+that serves ``resource.k8s.io`` in that one version, Kueue (``kueue.x-k8s.io``) in one version
+or not at all, and Volcano (``scheduling.volcano.sh/v1beta1``) or not;
+``discovery(resources, path)`` answers ``/version``, ``/api``, ``/apis``, ``/apis/<group>`` (an
+``APIGroup``) and ``/apis/<group>/<version>`` (an ``APIResourceList``), or None for any other
+path. Pure.
 """
 
 from __future__ import annotations
@@ -12,8 +14,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwatch.domain.scheduling import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSIONS
+
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+VOLCANO_PREFIX = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSIONS[0]}"
+#: Kueue's resources and Volcano's: name → (kind, namespaced).
+KUEUE_KINDS = {
+    "clusterqueues": ("ClusterQueue", False),
+    "localqueues": ("LocalQueue", True),
+    "resourceflavors": ("ResourceFlavor", False),
+    "workloads": ("Workload", True),
+}
+VOLCANO_KINDS = {"queues": ("Queue", False), "podgroups": ("PodGroup", True)}
 _VERSION = {
     **{"major": "1", "minor": "34", "gitVersion": "v1.34.1", "gitCommit": "", "gitTreeState": ""},
     **{"buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"},
@@ -58,18 +71,32 @@ RESOURCES: dict[str, Resource] = {
 }
 
 
-def resources_for(dra_version: str = "v1") -> dict[str, Resource]:
-    """The served resources: the core, apps and batch ones, and ``resource.k8s.io``'s claims,
-    slices and device classes in ``dra_version`` only."""
+def resources_for(
+    dra_version: str = "v1", kueue_version: str | None = None, volcano: bool = False
+) -> dict[str, Resource]:
+    """The served resources: the core, apps and batch ones, ``resource.k8s.io``'s claims,
+    slices and device classes in ``dra_version`` only, Kueue's ClusterQueues, LocalQueues,
+    ResourceFlavors and Workloads in ``kueue_version`` only (None: Kueue is not served), and
+    Volcano's Queues and PodGroups where ``volcano``."""
     if dra_version not in DRA_VERSIONS:
         raise ValueError(f"unknown {DRA_GROUP} version {dra_version!r}: one of {DRA_VERSIONS}")
+    if kueue_version is not None and kueue_version not in KUEUE_VERSIONS:
+        raise ValueError(
+            f"unknown {KUEUE_GROUP} version {kueue_version!r}: one of {KUEUE_VERSIONS} or None"
+        )
     prefix = f"/apis/{DRA_GROUP}/{dra_version}"
-    return {
+    served = {
         **RESOURCES,
         "resourceclaims": Resource(prefix, "ResourceClaim", namespaced=True),
         "resourceslices": Resource(prefix, "ResourceSlice", namespaced=False),
         "deviceclasses": Resource(prefix, "DeviceClass", namespaced=False),
     }
+    if kueue_version is not None:
+        kueue = f"/apis/{KUEUE_GROUP}/{kueue_version}"
+        served.update({n: Resource(kueue, k, ns) for n, (k, ns) in KUEUE_KINDS.items()})
+    if volcano:
+        served.update({n: Resource(VOLCANO_PREFIX, k, ns) for n, (k, ns) in VOLCANO_KINDS.items()})
+    return served
 
 
 def discovery(resources: Mapping[str, Resource], path: str) -> dict[str, Any] | None:

@@ -3,8 +3,10 @@
 Enough of the API for gpuwatch's collector and ``kubectl get``: ``GET`` lists of pods, nodes,
 namespaces (core/v1), replicasets, deployments, statefulsets, daemonsets (apps/v1), jobs and
 cronjobs (batch/v1), resourceclaims, resourceslices and deviceclasses (``resource.k8s.io`` in
-the one version the server is made with), cluster-wide and per namespace, with the API server's
-list semantics:
+the one version the server is made with), Kueue's clusterqueues, localqueues, resourceflavors
+and workloads (``kueue.x-k8s.io`` in one version, where asked) and Volcano's queues and
+podgroups (``scheduling.volcano.sh/v1beta1``, where asked), cluster-wide and per namespace,
+with the API server's list semantics:
 items ordered by namespace and name, ``limit`` honoured, a ``metadata.continue`` token and
 ``remainingItemCount`` while more remain, ``410 Expired`` for a token from an older
 ``resourceVersion``, and ``Status`` error bodies. Also ``/version``, ``/api``, ``/apis``,
@@ -119,6 +121,8 @@ class KubeApiServer(BackgroundServer):
 
     ``token``: when given, requests must carry ``Authorization: Bearer <token>`` (else 401).
     ``dra_version``: the one ``resource.k8s.io`` version served (``v1``, ``v1beta2``, ``v1beta1``).
+    ``kueue_version``: the one ``kueue.x-k8s.io`` version served (``v1beta2``, ``v1beta1``);
+    None: Kueue is not served. ``volcano``: whether ``scheduling.volcano.sh/v1beta1`` is served.
     """
 
     def __init__(
@@ -128,8 +132,10 @@ class KubeApiServer(BackgroundServer):
         port: int = 0,
         token: str | None = None,
         dra_version: str = "v1",
+        kueue_version: str | None = None,
+        volcano: bool = False,
     ) -> None:
-        self._resources = resources_for(dra_version)
+        self._resources = resources_for(dra_version, kueue_version, volcano)
         self.dra_version = dra_version
         self._forbidden: set[str] = set()
         self._lock = threading.Lock()
