@@ -68,7 +68,7 @@ class SchedWorkload(Base):
     #: Σ over pod sets of count × GPUs per pod; ``pod_count`` Σ count (Volcano: minMember).
     gpus_requested: Mapped[float] = mapped_column(Float, default=0.0)
     pod_count: Mapped[int] = mapped_column(Integer, default=0)
-    #: ``pending``, ``admitted``, ``finished`` or ``evicted`` (docs/collectors.md#queues).
+    #: ``pending``, ``admitted``, ``finished`` or ``evicted`` (docs/collectors.md, queues).
     state: Mapped[str] = mapped_column(String(16))
     created_ts: Mapped[int | None] = mapped_column(BigInteger)
     admitted_ts: Mapped[int | None] = mapped_column(BigInteger)
