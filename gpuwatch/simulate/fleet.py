@@ -16,6 +16,7 @@ from gpuwatch.domain.mig import mig_fraction
 from gpuwatch.simulate import layout_health as scenario
 from gpuwatch.simulate.dra_names import GPU_CLASS, MIG_CLASS, gpu_device_name, mig_device_names
 from gpuwatch.simulate.fleet_health import with_scenarios
+from gpuwatch.simulate.kueue_decl import KueueDecl
 from gpuwatch.simulate.layout import (
     CLUSTERS,
     EXPORTED_LABELS_NODE,
@@ -32,13 +33,12 @@ from gpuwatch.simulate.layout import (
     NodeDecl,
     WorkloadDecl,
 )
-from gpuwatch.simulate.kueue_decl import KueueDecl
 from gpuwatch.simulate.layout_queues import QUEUE_NODES, QUEUE_WORKLOADS
 from gpuwatch.simulate.layout_sharing import SHARING_NODES, SHARING_WORKLOADS
 from gpuwatch.simulate.node_labels import node_labels
 from gpuwatch.simulate.noise import k8s_suffix, stable_hash, stable_unit, uuid_text
-from gpuwatch.simulate.placement import place
 from gpuwatch.simulate.patterns import Pattern
+from gpuwatch.simulate.placement import place
 from gpuwatch.simulate.schedule import Schedule
 
 LABEL_STYLES = ("standard", "exported", "lowercase")

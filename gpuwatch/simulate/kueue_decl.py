@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 KUEUE_CLUSTER = "prod-us-east"
 COHORT = "gpu-pool"
 GPU = "nvidia.com/gpu"
+#: Kueue's resources the simulated API serves, by plural.
+QUEUE_RESOURCES = ("resourceflavors", "clusterqueues", "localqueues", "workloads")
 
 
 @dataclass(frozen=True)

@@ -128,8 +128,15 @@ def _naming(
             labels["batch.kubernetes.io/job-completion-index"] = str(replica)
             return f"{job}-{replica}-{suffix}", "Job", job, labels
         return f"{job}-{suffix}", "Job", job, labels
+    if spec.kueue is not None and spec.kueue.pod_group:  # pods named after their group
+        return f"{pod_group_name(seed, spec, k)}-{replica}", None, None, {"app": name}
     pod = name if len(spec.pods) == 1 else f"{name}-{replica}"
     return pod, None, None, {"app": name}
+
+
+def owner_job(seed: int, spec: WorkloadSpec, k: int, created_ts: int) -> str | None:
+    """The Job that runs cycle ``k`` of a Job or CronJob workload (created at ``created_ts``)."""
+    return _naming(seed, spec, k, 0, created_ts)[2]
 
 
 def pod_group_name(seed: int, spec: WorkloadSpec, k: int) -> str:
@@ -188,7 +195,8 @@ def pods_frame(fleet: Fleet, instances: list[PodInstance], as_of_ts: int) -> pd.
                 "node": None if pending else inst.node,
                 "phase": phase,
                 "workload_kind": spec.kind,
-                "workload_name": spec.name,
+                # A bare pod is its own workload (a pod group's pods each one).
+                "workload_name": inst.name if spec.kind == "Pod" else spec.name,
                 "team": inst.team,
                 "gpu_resource": spec.gpu_resource,
                 "gpu_count": len(inst.units),
