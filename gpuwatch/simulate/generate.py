@@ -13,11 +13,10 @@ share of the physical GPU, so the slots of a GPU add up to the device's utilizat
 alike). The slots of a DRA device that a claim shares between pods all carry the device's
 readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
 ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
-MIG instances report no power (NaN). The efficiency and health columns
-(``gpuwatch.store.models.HEALTH_SAMPLE_FIELDS``) are what ``gpuwatch collect`` stores from the
-simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where the unit does not export the
-field, and for counters where the step saw no increase. A failed GPU's silence removes its rows,
-as an outage does. String key columns are pandas categoricals.
+MIG instances report no power (NaN). The efficiency and health columns are what ``gpuwatch
+collect`` stores from the simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where not
+exported, and for counters where the step saw no increase. A failed GPU's silence removes its
+rows, as an outage does. String key columns are pandas categoricals.
 """
 
 from __future__ import annotations
@@ -43,6 +42,12 @@ from gpuwatch.simulate.patterns import (
     utilization,
 )
 from gpuwatch.simulate.pods import PodInstance, pod_instances, pods_frame
+from gpuwatch.simulate.queue_frames import (
+    QUEUE_FRAME_COLUMNS,
+    SCHED_FRAME_COLUMNS,
+    queue_flavors_frame,
+    sched_workloads_frame,
+)
 from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 
 F64 = NDArray[np.float64]
@@ -81,7 +86,8 @@ class SimulatedData:
     ``gpu_sharing``), ``gpus`` (one row per unit, with its ``sharing``), ``namespaces`` (with
     ``team``), ``pods`` (every pod that existed in the window, in the state the API shows at
     ``end_ts``; ``allocation`` ``dra`` for pods holding claims), ``samples``
-    (``SAMPLE_COLUMNS``) and ``dra_devices`` (``DRA_DEVICE_COLUMNS``: the devices claims held).
+    (``SAMPLE_COLUMNS``), ``dra_devices`` (``DRA_DEVICE_COLUMNS``: the devices claims held),
+    ``queue_flavors`` and ``sched_workloads`` (Kueue's quotas and Workloads, :mod:`queue_frames`).
     """
 
     start_ts: int
@@ -93,9 +99,13 @@ class SimulatedData:
     namespaces: pd.DataFrame
     pods: pd.DataFrame
     samples: pd.DataFrame
-    dra_devices: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=DRA_DEVICE_COLUMNS)
-    )
+    dra_devices: pd.DataFrame = field(default_factory=lambda: _empty(DRA_DEVICE_COLUMNS))
+    queue_flavors: pd.DataFrame = field(default_factory=lambda: _empty(QUEUE_FRAME_COLUMNS))
+    sched_workloads: pd.DataFrame = field(default_factory=lambda: _empty(SCHED_FRAME_COLUMNS))
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(columns=columns)
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,8 @@ def generate(fleet: Fleet, start_ts: int, end_ts: int, step_s: int) -> Simulated
         pods=pods_frame(fleet, instances, end_ts),
         samples=samples,
         dra_devices=dra_devices_frame(fleet, instances, start_ts, end_ts),
+        queue_flavors=queue_flavors_frame(fleet, start_ts, end_ts),
+        sched_workloads=sched_workloads_frame(fleet, start_ts, end_ts),
     )
 
 
