@@ -5,18 +5,15 @@ returns the sample rows of a single instant, equal to the bulk rows for that ins
 exporter serves them). Samples lie on the step grid, one row per GPU unit (whole GPU, MIG
 instance, time-slice slot) per instant; a node whose exporter is down has no rows (missing, not
 zero). ``pod`` is missing on units no pod holds; ``pod_uid`` tells apart pods that reuse a name
-(a StatefulSet's ``nb-bob-0`` after a restart).
-
-Sample semantics: ``util_ratio`` is the share of the whole GPU's engine time (of the MIG
+(a StatefulSet's ``nb-bob-0`` after a restart). Sample semantics: ``util_ratio`` is the share of the whole GPU's engine time (of the MIG
 instance's, for a MIG unit) the holder uses; on a time-sliced GPU each slot's ratio is its pod's
 share of the physical GPU, so the slots of a GPU add up to the device's utilization (MPS slots
 alike). The slots of a DRA device that a claim shares between pods all carry the device's
 readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
 ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
-MIG instances report no power (NaN). The efficiency and health columns are what ``gpuwatch
-collect`` stores from the simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where not
-exported, and for counters where the step saw no increase. A failed GPU's silence removes its
-rows, as an outage does. String key columns are pandas categoricals.
+MIG instances report no power (NaN). Efficiency and health columns are what ``gpuwatch collect``
+stores from the simulated exporter (:mod:`health`): NaN where not exported, and for counters
+where the step saw no increase. A failed GPU's silence removes its rows, as an outage does.
 """
 
 from __future__ import annotations
