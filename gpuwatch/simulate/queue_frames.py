@@ -19,6 +19,19 @@ QUEUE_FRAME_COLUMNS = [c.name for c in QUEUE_COLUMNS]
 SCHED_FRAME_COLUMNS = [*(c.name for c in SCHED_WORKLOAD_COLUMNS), "uid"]
 
 
+def queue_frames(
+    fleet: Fleet | None = None, start_ts: int = 0, end_ts: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(queue_flavors, sched_workloads)`` of the window; empty frames without a fleet."""
+    if fleet is None:
+        empty = pd.DataFrame(columns=QUEUE_FRAME_COLUMNS), pd.DataFrame(columns=SCHED_FRAME_COLUMNS)
+        return empty
+    return (
+        queue_flavors_frame(fleet, start_ts, end_ts),
+        sched_workloads_frame(fleet, start_ts, end_ts),
+    )
+
+
 def queue_flavors_frame(fleet: Fleet, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The cohort's GPU quotas, seen over the whole window."""
     if KUEUE_CLUSTER not in fleet.clusters:
