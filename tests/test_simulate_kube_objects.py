@@ -100,7 +100,7 @@ def test_pending_pods_have_no_node_and_still_request_gpus(fleet: Fleet) -> None:
     parsed = _parsed_pods(_snapshot(kube_objects(fleet, TS, PROD)))
     pending = [p for p in parsed.values() if p["phase"] == "Pending"]
     assert pending and all(p["node"] is None and p["gpu_count"] >= 1 for p in pending)
-    assert {p["labels"]["app"] for p in pending} == {"hpo-trial"}
+    assert {p["labels"]["app"] for p in pending} == {"hpo-trial", "asr-finetune"}
 
 
 def test_recently_finished_job_pods_stay_listed(fleet: Fleet) -> None:
