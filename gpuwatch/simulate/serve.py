@@ -143,8 +143,7 @@ class _ExporterHttp(ThreadingHTTPServer):
 
 class LiveKubeApi(KubeApiServer):
     """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``;
-    ``resource.k8s.io`` served in ``dra_version``, Kueue's objects shaped as ``kueue_version``
-    (served where the resource table lists them)."""
+    ``resource.k8s.io`` served in ``dra_version``, Kueue served in ``kueue_version``."""
 
     def __init__(
         self,
@@ -166,7 +165,7 @@ class LiveKubeApi(KubeApiServer):
         self._bucket = self._current_bucket()
         self._refresh_lock = threading.Lock()
         objects = kube_objects(fleet, self._bucket, cluster, dra_version, kueue_version)
-        super().__init__(objects, host, port, dra_version=dra_version)
+        super().__init__(objects, host, port, dra_version=dra_version, kueue_version=kueue_version)
 
     def _current_bucket(self) -> int:
         now = int(self._clock())
