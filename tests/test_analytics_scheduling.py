@@ -112,6 +112,16 @@ def test_a_request_larger_than_all_free_gpus_is_not_stranded() -> None:
         [0.0], [0])  # fmt: skip
 
 
+def test_a_pod_that_started_as_it_was_created_never_waited() -> None:
+    # `big` created and started at once in hour 1 (a pod scheduled at once): not Pending in
+    # that hour, so the two free GPUs there are not stranded by it
+    at_once = pods()
+    at_once.loc[at_once["pod_id"].eq(4), "started_ts"] = T0 + HOUR + 1800
+    at_once.loc[at_once["pod_id"].eq(4), "created_ts"] = T0 + HOUR + 1800
+    timeline = capacity_timeline(costed(), at_once, T0, END)
+    assert timeline["stranded_gpus"].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_empty_inputs() -> None:
     empty_queues = queues().iloc[0:0]
     assert queue_report(empty_queues, workloads(), pods(), costed(), POLICY, T0, END,

@@ -94,6 +94,8 @@ def pending_requests(pods: pd.DataFrame, start_ts: int, end_ts: int) -> pd.DataF
     begins = spans["pending_from_ts"].to_numpy(dtype="float64")
     finishes = spans["pending_to_ts"].to_numpy(dtype="float64")
     for cluster, count, begin, finish in zip(clusters, counts, begins, finishes, strict=True):
+        if not finish > begin:  # started as soon as it was created: it never waited
+            continue
         low = max(first, int(begin) - int(begin) % HOUR_S)
         for hour in range(low, min(int(np.ceil(finish)), end_ts), HOUR_S):
             if hour + HOUR_S > begin and hour < finish:
