@@ -74,6 +74,15 @@ def test_queue_report_of_the_example() -> None:
     assert (b["idle_quota_gpu_hours"], b["idle_quota_usd"]) == (3.0, 3.0)
 
 
+def test_quota_counts_the_share_of_each_hour_the_queue_existed() -> None:
+    # cq-a created at T0 + 30 min and last seen at T0 + 2 h 30 min: 2 of the 3 hours, × 4 GPUs
+    short = queues()
+    short.loc[short["queue"].eq("cq-a"), ["first_seen_ts", "last_seen_ts"]] = [
+        T0 + 1800, T0 + 2 * HOUR + 1800]  # fmt: skip
+    out = queue_report(short, workloads(), pods(), costed(), POLICY, T0, END, price_book=BOOK)
+    assert out.set_index("queue").loc["cq-a", "quota_gpu_hours"] == 8.0
+
+
 def test_borrowing_and_lending() -> None:
     # cq-b (nominal 1) holds both running pods: it borrows 1 GPU each hour, which cq-a lends.
     moved = pods()

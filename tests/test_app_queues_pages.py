@@ -138,7 +138,9 @@ def test_overview_cards_link_to_the_queues_page(app: Dash) -> None:
         "/queues?window=24h"
     ]
     stranded = by_id(layout, "card-stranded")
-    assert text(stranded).startswith("Stranded capacity 0.0 GPU·h $0.00 of free GPUs")
+    # the fleet's L40S pool (docs/simulation.md): 4 free GPUs, one per node, 09:00-16:00 while a
+    # 4-GPU pod waits: 4 × 7 = 28 GPU-h at the L40S price
+    assert text(stranded).startswith("Stranded capacity 28.0 GPU·h $52.11 of free GPUs")
 
 
 def test_team_page_links_to_the_queues_its_namespaces_submit_to(

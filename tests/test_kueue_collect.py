@@ -214,7 +214,10 @@ def test_collecting_twice_stores_the_same_rows(migrated_engine: Engine, tmp_path
     assert later.queues.startswith("Queues: Kueue on (kueue.x-k8s.io/v1beta2)")
     frame = load_queue_flavors(migrated_engine)
     assert len(frame) == 9
-    assert set(frame["first_seen_ts"]) == {NOW_TS} and set(frame["last_seen_ts"]) == {NOW_TS + 600}
+    # since the queues' creation (Volcano's at 00:00, Kueue's at 00:05 on 2026-11-01), not the
+    # first collection: a backfill knows the quota existed before it
+    assert set(frame["first_seen_ts"]) == {1_793_491_200, 1_793_491_500}
+    assert set(frame["last_seen_ts"]) == {NOW_TS + 600}
     team_a = frame[(frame["queue"] == "team-a-cq") & (frame["flavor"] == "a100-80gb")].iloc[0]
     assert (team_a["cohort"], team_a["nominal_gpus"], team_a["borrowing_limit_gpus"]) == (
         "research",

@@ -41,7 +41,8 @@ def _quota(queue: str, flavor: str, resource: str, **values: Any) -> dict[str, A
     row = {"kind": "kueue", "queue": queue, "cohort": cohort, "flavor": flavor}
     row.update(gpu_resource=resource, gpu_model=values.pop("model", None))
     row.update(nominal_gpus=values.pop("nominal"), borrowing_limit_gpus=None)
-    return {**row, "lending_limit_gpus": None, **values}
+    # every ClusterQueue of the fixtures was created at 2026-11-01T00:05:00Z
+    return {**row, "lending_limit_gpus": None, "first_seen_ts": 1_793_491_500, **values}
 
 
 # Every GPU quota; cpu-only-cq (cpu and memory only) has none, team-b-cq's cpu/memory group none.

@@ -31,6 +31,7 @@ def _quota(queue: str, cohort: str, resource: str, nominal: float, borrowing: fl
         "nominal_gpus": nominal,
         "borrowing_limit_gpus": borrowing,
         "lending_limit_gpus": None,
+        "first_seen_ts": 1_793_491_200,  # every Queue of the fixture: 2026-11-01T00:00:00Z
     }
 
 

@@ -226,10 +226,12 @@ def queue_hours(
     hours = hours_of(start_ts, end_ts)
     grid = table.merge(pd.DataFrame({"ts": hours}), how="cross")
     ts = grid["ts"].to_numpy()
-    existed = (grid["first_seen_ts"].to_numpy() < ts + HOUR_S) & (
-        grid["last_seen_ts"].to_numpy() >= ts
-    )
-    grid["quota_gpus"] = np.where(existed, grid["nominal_gpus"].to_numpy(dtype="float64"), 0.0)
+    # the share of the hour the queue existed: from its creation (or first sighting) to its
+    # last sighting, never an hour past it
+    since = np.maximum(grid["first_seen_ts"].to_numpy(dtype="float64"), ts)
+    until = np.minimum(grid["last_seen_ts"].to_numpy(dtype="float64"), ts + HOUR_S)
+    existed = np.clip(until - since, 0.0, HOUR_S) / HOUR_S
+    grid["quota_gpus"] = existed * grid["nominal_gpus"].to_numpy(dtype="float64")
     window = samples[(samples["ts"] >= start_ts).to_numpy() & (samples["ts"] < end_ts).to_numpy()]
     hours_ = window[c.GPU_HOURS].to_numpy(dtype="float64")
     held = _held(

@@ -89,8 +89,10 @@ def cohort_of(cluster_queue: JsonObject) -> str | None:
 def parse_cluster_queue(
     cluster_queue: JsonObject, models: Mapping[str, str | None]
 ) -> list[dict[str, Any]]:
-    """``queue_flavors`` rows (without seen times) of a ClusterQueue's GPU quotas."""
+    """``queue_flavors`` rows of a ClusterQueue's GPU quotas; ``first_seen_ts`` is its creation
+    (None when not given): a collection backfilling a window knows the quota existed since."""
     queue, cohort = _name(cluster_queue), cohort_of(cluster_queue)
+    created = epoch_seconds(_meta(cluster_queue).get("creationTimestamp"))
     rows = []
     for group in _spec(cluster_queue).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
@@ -110,6 +112,7 @@ def parse_cluster_queue(
                         "nominal_gpus": _quantity(quota.get("nominalQuota") or 0),
                         "borrowing_limit_gpus": _quantity(quota.get("borrowingLimit")),
                         "lending_limit_gpus": _quantity(quota.get("lendingLimit")),
+                        "first_seen_ts": created,
                     }
                 )
     return rows

@@ -41,9 +41,17 @@ def pod_rows(snap: KubeSnapshot, node_ids: Mapping[str, int]) -> list[dict[str, 
 
 
 def queue_flavor_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:
-    """GPU quotas as last seen at the snapshot's instant."""
-    seen = {"first_seen_ts": snap.taken_ts, "last_seen_ts": snap.taken_ts}
-    return [{**row, **seen} for row in snap.sched.queue_flavors]
+    """GPU quotas as last seen at the snapshot's instant, existing since the queue's creation
+    (the snapshot's instant when the API gave none, or a later one)."""
+    taken = snap.taken_ts
+    return [
+        {
+            **row,
+            "first_seen_ts": min(row.get("first_seen_ts") or taken, taken),
+            "last_seen_ts": taken,
+        }
+        for row in snap.sched.queue_flavors
+    ]
 
 
 def sched_workload_rows(snap: KubeSnapshot) -> list[dict[str, Any]]:

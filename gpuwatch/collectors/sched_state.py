@@ -62,7 +62,8 @@ class GangFacts:
 class SchedState:
     """Queues and queued work, ready for the store (rows without ids, cluster or seen times).
 
-    ``queue_flavors``: ``queue_flavors`` rows without ``first_seen_ts``/``last_seen_ts``;
+    ``queue_flavors``: ``queue_flavors`` rows without ``last_seen_ts`` (``first_seen_ts``: the
+    queue's creation, None when unknown);
     ``workloads``: ``sched_workloads`` rows without ``last_seen_ts``;
     ``local_queues``: a Kueue LocalQueue → its ClusterQueue;
     ``kueue_owners``: a Kueue Workload's owner → the Workload's queue and pod count;

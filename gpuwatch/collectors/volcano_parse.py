@@ -53,8 +53,10 @@ def _meta(obj: JsonObject) -> JsonObject:
 
 
 def parse_queue(queue: JsonObject) -> list[dict[str, Any]]:
-    """``queue_flavors`` rows (without seen times) of a Volcano Queue's GPU resources."""
+    """``queue_flavors`` rows of a Volcano Queue's GPU resources; ``first_seen_ts`` is its
+    creation (None when not given)."""
     spec = queue.get("spec") or {}
+    created = epoch_seconds(_meta(queue).get("creationTimestamp"))
     capability = _gpu_quantities(spec.get("capability"))
     deserved = _gpu_quantities(spec.get("deserved"))
     rows = []
@@ -76,6 +78,7 @@ def parse_queue(queue: JsonObject) -> list[dict[str, Any]]:
                 "nominal_gpus": float(nominal or 0),
                 "borrowing_limit_gpus": borrowing,
                 "lending_limit_gpus": None,
+                "first_seen_ts": created,
             }
         )
     return rows
