@@ -16,6 +16,7 @@ import dash
 import pandas as pd
 from dash import dcc, html
 
+from gpuwatch.analytics.queues import QUEUE_REPORT_COLUMNS
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import card, html_table, no_data, section, shell
 from gpuwatch.app.context import page_context, query_value
@@ -98,17 +99,8 @@ def usd_of(column: str) -> tuple[str, Any]:
     return fmt.HEADINGS[column].removesuffix(" ($)"), lambda r: fmt.usd(r[column])
 
 
-#: The report's numbers, in the contract's order.
-QUEUE_HOURS = (
-    "quota_gpu_hours",
-    "allocated_gpu_hours",
-    "busy_gpu_hours",
-    "borrowed_gpu_hours",
-    "lent_gpu_hours",
-    "pending_gpu_hours",
-    "stalled_gpu_hours",
-    "idle_quota_gpu_hours",
-)
+#: The report's GPU-hour figures, in the contract's order.
+QUEUE_HOURS = tuple(name for name in QUEUE_REPORT_COLUMNS if name.endswith("_gpu_hours"))
 
 
 def queues_table(view: QueuesView, f: Filters) -> Any:
