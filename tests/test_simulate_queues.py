@@ -4,6 +4,7 @@ pool, a scattered job and work waiting for admission, checked against hand-count
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from gpuwatch.simulate.fleet import Fleet, build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
 from gpuwatch.simulate.kube_objects import kube_objects
-from gpuwatch.simulate.kube_queues import queue_objects
+from gpuwatch.simulate.kube_queues import queue_objects, queued_runs
 from gpuwatch.simulate.pods import pods_at
 
 PROD = "prod-us-east"
@@ -184,3 +185,18 @@ def test_kueue_jobs_and_pods_carry_kueue_labels(fleet: Fleet) -> None:
     } == {"2"}
     workload = _by_name(objects["workloads"])[names.pop()]
     assert [o["kind"] for o in workload["metadata"]["ownerReferences"]] == ["Pod", "Pod"]
+
+
+def test_a_namespace_no_local_queue_serves_has_no_workloads(fleet: Fleet) -> None:
+    # a copied fleet (bench/fleetgen.py) renames namespaces: `speech-1` has no LocalQueue, so
+    # its Kueue-labelled jobs queue nowhere and no Workload stands for them
+    renamed = replace(
+        fleet,
+        workloads=tuple(
+            replace(w, namespace=f"{w.namespace}-1") if w.namespace == "speech" else w
+            for w in fleet.workloads
+        ),
+    )
+    names = [run.spec.name for run in queued_runs(renamed, _ts(0), _ts(0, day=17))]
+    assert names and not {"asr-finetune", "asr-eval", "tts-pretrain"} & set(names)
+    assert {"ddp-pretrain", "frame-embed"} <= set(names)

@@ -77,6 +77,8 @@ def queued_runs(
     for spec in fleet.workloads:
         if spec.kueue is None or (cluster is not None and spec.cluster != cluster):
             continue
+        if cluster_queue_of(spec.namespace, spec.kueue.local_queue) is None:
+            continue  # no LocalQueue serves its namespace (a copied fleet's renamed namespace)
         queued_s = spec.kueue.queued_s
         for k in spec.schedule.cycles(start_ts - keep_s, end_ts + queued_s):
             run = _run(fleet, spec, k)
