@@ -131,5 +131,16 @@ def test_weekly_report_agrees_raw_and_hourly(engine: Engine) -> None:
         )  # fmt: skip
     raw, hourly = frames["raw"], frames["hourly"]
     assert len(raw) == len(hourly) > 10
+    # A roll-up does not say which minutes of a partly stalled hour (10:00-10:10 waits, 10:10 on
+    # stalls) held the hour's samples (3 % are missing at random): they are taken as spread
+    # evenly, so stalled hours agree within 0.1 % (docs/cost-model.md), not to the hundredth.
+    stalled = ["stalled_gpu_hours", "stalled_cost_usd"]
+    assert raw["stalled_gpu_hours"].fillna(0).gt(400).any(), "the fleet's stalled gang"
+    pd.testing.assert_frame_equal(
+        hourly[stalled], raw[stalled], check_exact=False, rtol=1e-3, atol=0.0100001
+    )
     # Columns are rounded to cents and hundredths of hours: a sum order can flip the last digit.
-    pd.testing.assert_frame_equal(hourly, raw, check_exact=False, rtol=0, atol=0.0100001)
+    rest = [name for name in raw.columns if name not in stalled]
+    pd.testing.assert_frame_equal(
+        hourly[rest], raw[rest], check_exact=False, rtol=0, atol=0.0100001
+    )

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.scheduling import SchedulingPolicy
 
 GANG_KEYS: tuple[str, ...] = ("cluster", "namespace", "gang_kind", "gang_name")
@@ -108,6 +109,15 @@ def stalled_share(
     return np.where(ends > ts, inside / width, 0.0)
 
 
+def _spans_s(rows: pd.DataFrame) -> np.ndarray:
+    """Each row's span: a raw sample's step; an hourly roll-up row (it counts ``samples``) the
+    whole hour, its samples taken as spread evenly over it (which minutes of a partly stalled
+    hour held them, the roll-up does not say)."""
+    if c.SAMPLES in rows.columns:
+        return np.full(len(rows), HOUR_S, dtype="int64")
+    return rows["step_s"].to_numpy(dtype="int64")
+
+
 def stalled_samples(
     samples: pd.DataFrame,
     pods: pd.DataFrame,
@@ -137,7 +147,7 @@ def stalled_samples(
         if not spans:
             continue
         rows = held.iloc[index].copy()
-        share = stalled_share(rows["ts"].to_numpy(), rows["step_s"].to_numpy(), spans)
+        share = stalled_share(rows["ts"].to_numpy(), _spans_s(rows), spans)
         rows["gang_kind"], rows["gang_name"] = key[2], key[3]
         rows[c.STALLED_GPU_HOURS] = rows[c.GPU_HOURS].to_numpy(dtype="float64") * share
         rows[c.STALLED_COST_USD] = rows[c.STALLED_GPU_HOURS] * rows[c.USD_PER_HOUR]
