@@ -3,6 +3,9 @@ hand on nodes of 8 GPUs."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from typing import Any
 
 import pandas as pd
@@ -10,6 +13,7 @@ import pandas as pd
 from gpuwatch.analytics.build import nodes_frame, samples_frame
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import recommend
+from gpuwatch.analytics.render import render_csv, render_json, render_table
 from gpuwatch.analytics.rules import KINDS
 from gpuwatch.domain.frames import HEALTH_COLUMNS, conform
 from gpuwatch.domain.pricing import build_price_book
@@ -119,3 +123,15 @@ def test_the_evidence_carries_pcie_and_nvlink_traffic() -> None:
 
 def test_consolidate_placement_ranks_last() -> None:
     assert KINDS[-2:] == ("investigate_efficiency", "consolidate_placement")
+
+
+def test_consolidate_placement_in_every_format() -> None:
+    recs = placement(job([("n1", 1), ("n2", 1), ("n3", 1), ("n4", 1)]), nodes(4))
+    record = json.loads(render_json(recs))[0]
+    assert record["kind"] == "consolidate_placement"
+    assert record["evidence"]["nodes_needed"] == 1
+    row = next(csv.DictReader(io.StringIO(render_csv(recs))))
+    assert row["est_monthly_savings_usd"] == "0.00"
+    assert json.loads(row["evidence"])["spread_gpu_hours"] == 20.0
+    line = next(x for x in render_table(recs).splitlines() if "consolidate_placement" in x)
+    assert line.rstrip().endswith("0.00")
