@@ -35,7 +35,7 @@ from gpuwatch.simulate.exposition import is_blank
 from gpuwatch.simulate.fleet import Fleet, GpuUnit, build_fleet
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.pods import pod_instances, pods_frame
-from gpuwatch.store import repository
+from gpuwatch.store import repository, repository_scheduling
 from gpuwatch.store.engine import make_engine
 from tests.support.binaries import require_binary
 from tests.support.prometheus import PrometheusProcess, wait_until
@@ -408,6 +408,20 @@ def test_alert_rules_evaluate_without_errors_on_live_data(live: Live) -> None:
 def test_collect_says_claims_were_read(live: Live, collected: tuple[sa.Engine, int, int]) -> None:
     out = (live.folder / "collect.out").read_text(encoding="utf-8")
     assert "DRA attribution on (resource.k8s.io/v1)" in out
+
+
+def test_collect_reads_kueue_quotas_and_queued_work(
+    live: Live, collected: tuple[sa.Engine, int, int]
+) -> None:
+    out = (live.folder / "collect.out").read_text(encoding="utf-8")
+    assert "Kueue on (kueue.x-k8s.io/v1beta1)" in out
+    quotas = repository_scheduling.load_queue_flavors(collected[0])
+    # the fleet's cohort (docs/simulation.md): three ClusterQueues, research on two flavors
+    assert sorted(zip(quotas["queue"], quotas["flavor"], quotas["nominal_gpus"], strict=True)) == [
+        ("inference", "l40s", 8.0), ("research", "h100", 8.0), ("research", "l40s", 4.0),
+        ("training", "h100", 32.0),
+    ]  # fmt: skip
+    assert set(quotas["cohort"]) == {"gpu-pool"}
 
 
 def _when(ts: int) -> str:

@@ -208,6 +208,10 @@ CASES: list[tuple[tuple[str, ...], list[str], int]] = [
         ["-v", "health", "--start", START_RFC3339, "--end", END_RFC3339, "--format", "json"],
         0,
     ),
+    *(
+        ((name,), ["-v", name, "--start", START_RFC3339, "--end", END_RFC3339, "--format=json"], 0)
+        for name in ("queues", "capacity")
+    ),
     (("alerts", "render"), ["alerts", "render", "--out-dir", "{tmp}/alerts"], 0),
     (("dashboards", "render"), ["dashboards", "render", "--out-dir", "{tmp}/dashboards"], 0),
     (("demo",), ["demo", "--no-serve", "--days", "1", "--step", "1h", "--db", "{tmp}/demo.db"], 0),

@@ -309,13 +309,13 @@ def test_frames_carry_sharing_modes(data: SimulatedData) -> None:
     nodes = data.nodes.set_index("node")["gpu_sharing"]
     assert (nodes[HD0], nodes[HD1], nodes[L10]) == ("dra", "dra", "mps")
     assert nodes.value_counts().to_dict() == {
-        "device-plugin": 40,
+        "device-plugin": 48,  # with the 8 nodes of the Kueue pools
         "dra": 2,
         "mps": 1,
         "time-slice": 1,
     }
     assert data.gpus["sharing"].value_counts().to_dict() == {
-        "device-plugin": 236,
+        "device-plugin": 236 + 48,  # 4 × 8 H100 and 4 × 4 L40S in the Kueue pools
         "dra": 49,
         "mig": 40,
         "mps": 16,

@@ -122,9 +122,16 @@ def test_a_gpu_unit_is_held_by_one_pod_at_a_time(fleet: Fleet) -> None:
 
 def test_fleet_size_models_and_uuids(fleet: Fleet, data: SimulatedData) -> None:
     assert data.clusters["cluster"].tolist() == ["prod-us-east", "research-eu"]
-    assert len(data.gpus) == 292 + 9 + 40 + 16  # the base fleet, hd0, hd1 (MIG), l10 (MPS)
+    # the base fleet, hd0, hd1 (MIG), l10 (MPS), the Kueue pools (4 × 8 H100, 4 × 4 L40S)
+    assert len(data.gpus) == 292 + 9 + 40 + 16 + 48
     models = set(data.gpus["model_name"])
-    assert models == {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA L4", "Tesla T4"}
+    assert models == {
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA L4",
+        "NVIDIA L40S",
+        "Tesla T4",
+    }
     pattern = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
     assert all(pattern.match(u) for u in data.gpus["uuid"])
     assert set(data.nodes["capacity_type"]) == {"spot", "on_demand"}
@@ -304,7 +311,8 @@ def test_unallocated_capacity_and_pending_pods(data: SimulatedData) -> None:
     assert whole["pod"].isna().mean() > 0.05
     pods = data.pods
     waited = pods[(pods["started_ts"] - pods["created_ts"]).fillna(0) > 3600]
-    assert set(waited["workload_name"]) == {"hpo-trial"}
+    # and the Kueue scenarios: a 4-GPU pod of a fragmented pool, two pods of a stalled gang
+    assert set(waited["workload_name"]) == {"hpo-trial", "asr-finetune", "ddp-pretrain"}
     assert len(waited) >= 8
 
 
@@ -312,7 +320,7 @@ def test_pods_pending_at_the_end_have_no_node(fleet: Fleet) -> None:
     end = int(datetime(2026, 11, 16, 15, tzinfo=UTC).timestamp())
     frame = generate(fleet, end - 3600, end, 600).pods
     pending = frame[frame["phase"] == "Pending"]
-    assert set(pending["workload_name"]) == {"hpo-trial"}
+    assert set(pending["workload_name"]) == {"hpo-trial", "asr-finetune"}
     assert pending["node"].isna().all() and pending["started_ts"].isna().all()
     running = frame[frame["phase"] == "Running"]
     assert running["node"].notna().all() and running["finished_ts"].isna().all()
@@ -325,4 +333,5 @@ def test_pods_at_an_instant_match_the_live_samples(fleet: Fleet) -> None:
     running = pods[pods["phase"] == "Running"]
     assert set(live["pod_uid"]) == set(running["uid"])
     assert (running["started_ts"] <= ts).all()
-    assert set(pods.loc[pods["phase"] == "Pending", "workload_name"]) == {"hpo-trial"}
+    pending = set(pods.loc[pods["phase"] == "Pending", "workload_name"])
+    assert pending == {"hpo-trial", "asr-finetune"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ import pytest
 from gpuwatch.collectors.dra_parse import DraState, parse_dra
 from gpuwatch.collectors.kube import KubeSource
 from gpuwatch.collectors.kube_parse import KubeSnapshot, build_snapshot
+from gpuwatch.collectors.kueue_parse import parse_kueue
+from gpuwatch.collectors.sched_state import SchedState
 from gpuwatch.simulate.apiserver import kubeconfig_for
 from gpuwatch.simulate.exposition import exporter_hostname
 from gpuwatch.simulate.fleet import Fleet, build_fleet
@@ -47,7 +48,10 @@ def fleet() -> Fleet:
 
 
 def _snapshot(
-    objects: dict[str, list[dict[str, Any]]], ts: int = TS, dra: DraState | None = None
+    objects: dict[str, list[dict[str, Any]]],
+    ts: int = TS,
+    dra: DraState | None = None,
+    sched: SchedState | None = None,
 ) -> KubeSnapshot:
     return build_snapshot(
         objects["pods"],
@@ -58,6 +62,7 @@ def _snapshot(
         "team",
         ts,
         dra,
+        sched,
     )
 
 
@@ -100,7 +105,7 @@ def test_pending_pods_have_no_node_and_still_request_gpus(fleet: Fleet) -> None:
     parsed = _parsed_pods(_snapshot(kube_objects(fleet, TS, PROD)))
     pending = [p for p in parsed.values() if p["phase"] == "Pending"]
     assert pending and all(p["node"] is None and p["gpu_count"] >= 1 for p in pending)
-    assert {p["labels"]["app"] for p in pending} == {"hpo-trial"}
+    assert {p["labels"]["app"] for p in pending} == {"hpo-trial", "asr-finetune"}
 
 
 def test_recently_finished_job_pods_stay_listed(fleet: Fleet) -> None:
@@ -202,8 +207,17 @@ def test_the_collectors_client_reads_the_live_api(
         objects["resourceclaims"], objects["resourceslices"], objects["deviceclasses"], "v1"
     )
     assert dra.on and len(dra.devices) > 10
-    # queues and gangs as the client read them (tests/test_kueue_collect.py checks those)
-    assert snap == replace(_snapshot(objects, dra=dra), sched=snap.sched)
+    # Kueue's quotas and Workloads as served, read at v1beta1; the pods' queues and gangs follow
+    # from them (tests/test_kueue_collect.py checks those rules)
+    kueue = parse_kueue(
+        objects["clusterqueues"], objects["resourceflavors"], objects["localqueues"],
+        objects["workloads"],
+    )  # fmt: skip
+    assert snap.sched.kueue.summary() == "Kueue on (kueue.x-k8s.io/v1beta1)"
+    assert [dict(r) for r in snap.sched.queue_flavors] == kueue.queue_flavors
+    assert len(snap.sched.queue_flavors) == 4
+    assert snap == _snapshot(objects, dra=dra, sched=snap.sched)
+    assert {p["queue"] for p in snap.gpu_pods} == {None, "training", "research", "inference"}
     assert any(r.query.get("continue") for r in api.requests), "lists were paginated"
 
 

@@ -55,6 +55,7 @@ def _check_store(engine: Engine, data: SimulatedData, stats: LoadStats) -> None:
         pods=len(data.pods),
         samples=len(samples),
         dra_devices=len(data.dra_devices),
+        sched_workloads=len(data.sched_workloads),
     )
     assert stats == expected
     assert expected.dra_devices > 0

@@ -139,10 +139,10 @@ def test_readings_are_null_where_the_exporter_has_no_such_field(store: Engine) -
         "sm_occupancy_ratio IS NOT NULL OR pcie_bytes_per_s IS NOT NULL)",
     ) == [(0,)]
     # NVLink bytes on whole A100 and H100 GPUs: a0-a7 (64), h0-h2 (24), hd0 (7 GPUs, one shared
-    # by two pods: 9 units), ra0-ra4 (40), rh0-rh3 (32) = 169 units × 384, less the failing
-    # GPU's 216 silent instants (Wednesday 16:00 to Thursday 09:55).
+    # by two pods: 9 units), hb0-hb3 (32), ra0-ra4 (40), rh0-rh3 (32) = 201 units × 384, less
+    # the failing GPU's 216 silent instants (Wednesday 16:00 to Thursday 09:55).
     nvlink = "SELECT count(*) FROM gpu_samples WHERE nvlink_bytes_per_s IS NOT NULL"
-    assert _rows(store, nvlink) == [(169 * 384 - 216,)]
+    assert _rows(store, nvlink) == [(201 * 384 - 216,)]
     everywhere = (
         "SELECT count(*) FROM gpu_samples WHERE clock_events IS NULL OR sm_clock_mhz IS NULL"
     )

@@ -16,6 +16,7 @@ from gpuwatch.domain.mig import mig_fraction
 from gpuwatch.simulate import layout_health as scenario
 from gpuwatch.simulate.dra_names import GPU_CLASS, MIG_CLASS, gpu_device_name, mig_device_names
 from gpuwatch.simulate.fleet_health import with_scenarios
+from gpuwatch.simulate.kueue_decl import KueueDecl
 from gpuwatch.simulate.layout import (
     CLUSTERS,
     EXPORTED_LABELS_NODE,
@@ -32,10 +33,12 @@ from gpuwatch.simulate.layout import (
     NodeDecl,
     WorkloadDecl,
 )
+from gpuwatch.simulate.layout_queues import QUEUE_NODES, QUEUE_WORKLOADS
 from gpuwatch.simulate.layout_sharing import SHARING_NODES, SHARING_WORKLOADS
 from gpuwatch.simulate.node_labels import node_labels
 from gpuwatch.simulate.noise import k8s_suffix, stable_hash, stable_unit, uuid_text
 from gpuwatch.simulate.patterns import Pattern
+from gpuwatch.simulate.placement import place
 from gpuwatch.simulate.schedule import Schedule
 
 LABEL_STYLES = ("standard", "exported", "lowercase")
@@ -122,7 +125,8 @@ class WorkloadSpec:
     label overriding the namespace's team. ``allocation`` is ``dra`` for pods holding their
     units through ResourceClaims (``gpu_resource`` is then the device class), ``claim`` the
     named claim all its pods share (None: a claim per pod, from a template). ``efficiency``
-    shapes its profiling fields; ``xid_event`` a daily XID of one of its pods."""
+    shapes its profiling fields; ``xid_event`` a daily XID of one of its pods; ``kueue`` how
+    Kueue admits it (None: not submitted to Kueue)."""
 
     cluster: str
     namespace: str
@@ -140,6 +144,7 @@ class WorkloadSpec:
     claim: str | None = None
     efficiency: scenario.Efficiency = scenario.DEFAULT_EFFICIENCY
     xid_event: scenario.XidEvent | None = None
+    kueue: KueueDecl | None = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ def build_fleet(seed: int = 7) -> Fleet:
     nodes: list[NodeSpec] = []
     units: list[GpuUnit] = []
     by_alias: dict[tuple[str, str], NodeSpec] = {}
-    for decl in (*NODES, *SHARING_NODES):
+    for decl in (*NODES, *SHARING_NODES, *QUEUE_NODES):
         node = _node(seed, clusters[decl.cluster], decl, len(nodes))
         nodes.append(node)
         by_alias[decl.cluster, decl.alias] = node
@@ -200,7 +205,7 @@ def build_fleet(seed: int = 7) -> Fleet:
         NamespaceSpec(c, ns, team, {"team": team, "kubernetes.io/metadata.name": ns})
         for c, ns, team in NAMESPACES
     )
-    declared = (*WORKLOADS, *SHARING_WORKLOADS)
+    declared = (*WORKLOADS, *SHARING_WORKLOADS, *QUEUE_WORKLOADS)
     workloads = tuple(_workload(seed, d, by_alias, units) for d in declared)
     outage_node = by_alias[OUTAGE_NODE]
     outages = (Outage(outage_node.cluster, outage_node.name, OUTAGE),)
@@ -357,7 +362,7 @@ def _workload(
         name=decl.name,
         kind=decl.kind,
         gpu_resource=resource,
-        pods=_place(decl, nodes, units),
+        pods=place(decl, nodes, units),
         schedule=schedule,
         pattern=decl.pattern,
         team_label=decl.team,
@@ -366,32 +371,5 @@ def _workload(
         key=stable_hash(seed, decl.cluster, decl.namespace, decl.name),
         allocation=DRA if dra else None,
         claim=decl.claim,
+        kueue=decl.kueue,
     )
-
-
-def _place(
-    decl: WorkloadDecl, nodes: list[NodeSpec], units: list[GpuUnit]
-) -> tuple[tuple[int, ...], ...]:
-    """Each pod's unit indices: consecutive candidates of one node, nodes taken in order."""
-    pods: list[tuple[int, ...]] = []
-    for node in nodes:
-        candidates = _candidates(node, decl, units)[decl.first :]
-        while len(pods) < decl.pods and len(candidates) >= decl.gpus_per_pod:
-            pods.append(tuple(candidates[: decl.gpus_per_pod]))
-            candidates = candidates[decl.gpus_per_pod :]
-    if len(pods) < decl.pods:
-        raise ValueError(f"workload {decl.name!r} does not fit on nodes {decl.nodes}")
-    return tuple(pods)
-
-
-def _candidates(node: NodeSpec, decl: WorkloadDecl, units: list[GpuUnit]) -> list[int]:
-    """Unit indices a pod may take on ``node``: MIG instances of the profile, time-slice or MPS
-    slots spread over the GPUs (slot 0 of every GPU first), or whole GPUs. On a DRA node a
-    workload sharing a claim takes the slots of the shared device, others the other devices."""
-    mine = [i for i, u in enumerate(units) if (u.cluster, u.node) == (node.cluster, node.name)]
-    if decl.mig_profile is not None:
-        return [i for i in mine if units[i].mig_profile == decl.mig_profile]
-    if node.gpu_sharing == DRA:
-        shared = [i for i in mine if units[i].timeslice_replicas > 1]
-        return shared if decl.claim else [i for i in mine if i not in shared]
-    return sorted(mine, key=lambda i: (units[i].slot, units[i].gpu_index))

@@ -2,22 +2,19 @@
 
 ``generate`` returns natural-key frames close to the store's tables (no store ids); ``sample_at``
 returns the sample rows of a single instant, equal to the bulk rows for that instant (a live
-exporter serves them). Samples lie on the step grid, one row per GPU unit (whole GPU, MIG
-instance, time-slice slot) per instant; a node whose exporter is down has no rows (missing, not
-zero). ``pod`` is missing on units no pod holds; ``pod_uid`` tells apart pods that reuse a name
-(a StatefulSet's ``nb-bob-0`` after a restart).
-
-Sample semantics: ``util_ratio`` is the share of the whole GPU's engine time (of the MIG
-instance's, for a MIG unit) the holder uses; on a time-sliced GPU each slot's ratio is its pod's
-share of the physical GPU, so the slots of a GPU add up to the device's utilization (MPS slots
-alike). The slots of a DRA device that a claim shares between pods all carry the device's
-readings (the sum over its pods), as dcgm-exporter repeats them on each pod's series.
-``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a time-sliced GPU;
-MIG instances report no power (NaN). The efficiency and health columns
-(``gpuwatch.store.models.HEALTH_SAMPLE_FIELDS``) are what ``gpuwatch collect`` stores from the
-simulated exporter (:mod:`gpuwatch.simulate.health`): NaN where the unit does not export the
-field, and for counters where the step saw no increase. A failed GPU's silence removes its rows,
-as an outage does. String key columns are pandas categoricals.
+exporter serves them). Samples lie on the step grid, one row per GPU unit (whole GPU, MIG instance,
+time-slice slot) per instant; a node whose exporter is down has no rows (missing, not zero).
+``pod`` is missing on units no pod holds; ``pod_uid`` tells apart pods that reuse a name (a
+StatefulSet's ``nb-bob-0`` after a restart). Sample semantics: ``util_ratio`` is the share of the
+whole GPU's engine time (of the MIG instance's, for a MIG unit) the holder uses; on a time-sliced
+GPU each slot's ratio is its pod's share of the physical GPU, so the slots of a GPU add up to the
+device's utilization (MPS slots alike). The slots of a DRA device that a claim shares between pods
+all carry the device's readings (the sum over its pods), as dcgm-exporter repeats them on each
+pod's series. ``power_w`` and ``temp_c`` are device-level readings, repeated on each slot of a
+time-sliced GPU; MIG instances report no power (NaN). Efficiency and health columns are what
+``gpuwatch collect`` stores from the simulated exporter (:mod:`health`): NaN where not exported,
+and for counters where the step saw no increase. A failed GPU's silence removes its rows, as an
+outage does.
 """
 
 from __future__ import annotations
@@ -43,6 +40,7 @@ from gpuwatch.simulate.patterns import (
     utilization,
 )
 from gpuwatch.simulate.pods import PodInstance, pod_instances, pods_frame
+from gpuwatch.simulate.queue_frames import queue_frames
 from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS
 
 F64 = NDArray[np.float64]
@@ -81,7 +79,8 @@ class SimulatedData:
     ``gpu_sharing``), ``gpus`` (one row per unit, with its ``sharing``), ``namespaces`` (with
     ``team``), ``pods`` (every pod that existed in the window, in the state the API shows at
     ``end_ts``; ``allocation`` ``dra`` for pods holding claims), ``samples``
-    (``SAMPLE_COLUMNS``) and ``dra_devices`` (``DRA_DEVICE_COLUMNS``: the devices claims held).
+    (``SAMPLE_COLUMNS``), ``dra_devices`` (``DRA_DEVICE_COLUMNS``: the devices claims held),
+    ``queue_flavors`` and ``sched_workloads`` (Kueue's quotas and Workloads, :mod:`queue_frames`).
     """
 
     start_ts: int
@@ -96,6 +95,8 @@ class SimulatedData:
     dra_devices: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=DRA_DEVICE_COLUMNS)
     )
+    queue_flavors: pd.DataFrame = field(default_factory=lambda: queue_frames()[0])
+    sched_workloads: pd.DataFrame = field(default_factory=lambda: queue_frames()[1])
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def generate(fleet: Fleet, start_ts: int, end_ts: int, step_s: int) -> Simulated
         raise ValueError(f"empty window: end {end_ts} is not after start {start_ts}")
     instances = pod_instances(fleet, start_ts, end_ts)
     samples = _samples(fleet, time_grid(start_ts, end_ts, step_s), step_s, instances)
+    quotas, queued = queue_frames(fleet, start_ts, end_ts)
     return SimulatedData(
         start_ts=start_ts,
         end_ts=end_ts,
@@ -143,6 +145,8 @@ def generate(fleet: Fleet, start_ts: int, end_ts: int, step_s: int) -> Simulated
         pods=pods_frame(fleet, instances, end_ts),
         samples=samples,
         dra_devices=dra_devices_frame(fleet, instances, start_ts, end_ts),
+        queue_flavors=quotas,
+        sched_workloads=queued,
     )
 
 

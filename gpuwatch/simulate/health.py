@@ -51,7 +51,7 @@ THERMAL_BIT = 0x20
 POWER_CAP_BIT = 0x4
 #: Engine activity at or below which a GPU idles (idle clock, idle bit).
 IDLE_UTIL_RATIO = 0.05
-BOOST_MHZ = {"A100": 1410, "H100": 1980, "L4": 2040, "T4": 1590}
+BOOST_MHZ = {"A100": 1410, "H100": 1980, "L40S": 2520, "L4": 2040, "T4": 1590}
 DEFAULT_BOOST_MHZ = 1400
 IDLE_MHZ = 210
 #: PCIe bytes per second (TX + RX) at full engine activity; NVLink likewise, for a pod with

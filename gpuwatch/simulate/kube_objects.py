@@ -19,7 +19,9 @@ What they contain:
 - the dcgm-exporter DaemonSet's pod on every GPU node, in ``gpu-operator``, asking for no GPU;
 - GPU nodes with their GPU Feature Discovery and capacity-type labels and GPU capacity (none on
   DRA nodes; ``nvidia.com/gpu`` = GPUs × replicas on the MPS node), plus one CPU-only node;
-- namespaces with their ``team`` label, and the controllers the pods name.
+- namespaces with their ``team`` label, and the controllers the pods name;
+- Kueue's ResourceFlavors, ClusterQueues, LocalQueues and Workloads (:mod:`kube_queues`), its
+  Jobs labelled with their LocalQueue and Indexed (suspended while their Workload waits).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from gpuwatch.domain.durations import DAY_S, HOUR_S, rfc3339
 from gpuwatch.simulate.dra import is_dra
 from gpuwatch.simulate.fleet import Fleet, NodeSpec, WorkloadSpec
 from gpuwatch.simulate.kube_dra import DRA_RESOURCES, FLEET_CREATED_TS, dra_objects, pod_claims
+from gpuwatch.simulate.kube_queues import kueue_job, kueue_pod, queue_objects, suspended_jobs
+from gpuwatch.simulate.kueue_decl import QUEUE_RESOURCES
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 from gpuwatch.simulate.pods import PodInstance, pod_instances
 
@@ -62,6 +66,7 @@ RESOURCES = (
     "jobs",
     "cronjobs",
     *DRA_RESOURCES,
+    *QUEUE_RESOURCES,
 )
 
 
@@ -96,10 +101,10 @@ def _owner(fleet: Fleet, cluster: str, kind: str, namespace: str, name: str) -> 
 
 
 def kube_objects(
-    fleet: Fleet, ts: int, cluster: str, dra_version: str = "v1"
+    fleet: Fleet, ts: int, cluster: str, dra_version: str = "v1", kueue_version: str = "v1beta1"
 ) -> dict[str, list[dict[str, Any]]]:
     """Every object of ``cluster`` the API lists at instant ``ts``, by resource name
-    (``resource.k8s.io`` objects shaped as ``dra_version``)."""
+    (``resource.k8s.io`` objects shaped as ``dra_version``, Kueue's as ``kueue_version``)."""
     if cluster not in fleet.clusters:
         raise ValueError(f"no simulated cluster {cluster!r}: choose one of {list(fleet.clusters)}")
     objects: dict[str, list[dict[str, Any]]] = {name: [] for name in RESOURCES}
@@ -120,6 +125,8 @@ def kube_objects(
     for spec in fleet.workloads:
         if spec.cluster == cluster and spec.kind in ("Deployment", "StatefulSet", "CronJob"):
             objects[spec.kind.lower() + "s"].append(_controller(fleet, spec))
+    objects["jobs"].extend(suspended_jobs(fleet, ts, cluster))
+    objects.update(queue_objects(fleet, ts, cluster, kueue_version))
     for name in ("replicasets", "jobs"):
         unique = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects[name]}
         objects[name] = [unique[key] for key in sorted(unique)]
@@ -185,6 +192,8 @@ def pod_object(fleet: Fleet, inst: PodInstance, ts: int) -> dict[str, Any]:
     pod = {"metadata": meta, "spec": pod_spec, "status": _pod_status(spec, inst, phase)}
     if is_dra(fleet, inst):
         pod_claims(fleet, inst, pod, phase)
+    if spec.kueue is not None:
+        kueue_pod(fleet, inst, pod)
     return pod
 
 
@@ -343,7 +352,9 @@ def _job(fleet: Fleet, spec: WorkloadSpec, inst: PodInstance, ts: int) -> dict[s
         status |= {"succeeded": parallel, "completionTime": rfc3339(inst.finished_ts)}
     else:
         status["active"] = parallel
-    return {"metadata": meta, "spec": job_spec, "status": status}
+    job = {"metadata": meta, "spec": job_spec, "status": status}
+    kueue_job(spec, job)
+    return job
 
 
 def _controller(fleet: Fleet, spec: WorkloadSpec) -> dict[str, Any]:

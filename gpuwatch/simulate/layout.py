@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.simulate.kueue_decl import KueueDecl
 from gpuwatch.simulate.patterns import Pattern
 from gpuwatch.simulate.schedule import Schedule
 
@@ -65,7 +66,8 @@ class WorkloadDecl:
     """A workload: ``pods`` pods of ``gpus_per_pod`` units each, taken in order from the
     candidate units of ``nodes`` (whole GPUs, MIG instances of ``mig_profile``, or time-slice
     slots) starting at position ``first`` on each node. On a DRA node the pods hold their units
-    through ResourceClaims: one per pod from a template, or the named ``claim`` all pods share."""
+    through ResourceClaims: one per pod from a template, or the named ``claim`` all pods share.
+    ``per_node`` caps the pods placed on one node; ``kueue`` says how Kueue admits it."""
 
     cluster: str
     namespace: str
@@ -83,6 +85,8 @@ class WorkloadDecl:
     xid_code: int = 0
     xid_rate: float = 0.0
     claim: str | None = None
+    per_node: int | None = None
+    kueue: KueueDecl | None = None
 
 
 MODELS: dict[str, ModelDecl] = {
@@ -94,12 +98,16 @@ MODELS: dict[str, ModelDecl] = {
     ),
     "l4": ModelDecl("NVIDIA L4", "NVIDIA-L4", 23034, "ada-lovelace", 16.0, 72.0, "prof", False),
     "t4": ModelDecl("Tesla T4", "Tesla-T4", 15360, "turing", 10.0, 70.0, "dev", False),
+    "l40s": ModelDecl(
+        "NVIDIA L40S", "NVIDIA-L40S", 46068, "ada-lovelace", 32.0, 350.0, "prof", False
+    ),
 }
 
 INSTANCE_GPUS = {
     "p4de.24xlarge": 8,
     "p5.48xlarge": 8,
     "g6.12xlarge": 4,
+    "g6e.12xlarge": 4,
     "g4dn.12xlarge": 4,
     "a2-ultragpu-8g": 8,
     "a3-highgpu-8g": 8,
@@ -260,6 +268,8 @@ def declare(
     xid_code: int = 0,
     xid_rate: float = 0.0,
     claim: str | None = None,
+    per_node: int | None = None,
+    kueue: KueueDecl | None = None,
 ) -> WorkloadDecl:
     """A declaration; long-running kinds get a seeded rollout time unless told otherwise."""
     if seeded_offset is None:
@@ -281,6 +291,8 @@ def declare(
         xid_code=xid_code,
         xid_rate=xid_rate,
         claim=claim,
+        per_node=per_node,
+        kueue=kueue,
     )
 
 

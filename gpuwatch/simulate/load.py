@@ -30,6 +30,7 @@ from gpuwatch.store.models import (
     Pod,
 )
 from gpuwatch.store.models import Gpu as GpuRow
+from gpuwatch.store.repository_scheduling import write_queue_flavors, write_sched_workloads
 
 SOURCE = "simulated"
 _KEY_SPAN = 1 << 12
@@ -58,7 +59,9 @@ _GPU_COLUMNS = (
     "sharing",
     "memory_total_mib",
 )
-_OPTIONAL_COLUMNS = frozenset({"gpu_sharing", "sharing", "allocation"})
+_OPTIONAL_COLUMNS = frozenset(
+    {"gpu_sharing", "sharing", "allocation", "queue", "gang_kind", "gang_name", "gang_size"}
+)
 _POD_COLUMNS = (
     "namespace",
     "uid",
@@ -73,6 +76,10 @@ _POD_COLUMNS = (
     "created_ts",
     "started_ts",
     "finished_ts",
+    "queue",
+    "gang_kind",
+    "gang_name",
+    "gang_size",
 )
 
 
@@ -87,6 +94,7 @@ class LoadStats:
     pods: int
     samples: int
     dra_devices: int = 0
+    sched_workloads: int = 0
 
 
 def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
@@ -102,6 +110,7 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     pods = _insert_pods(conn, data, clusters, nodes)
     written = insert_samples(conn, data.samples, gpu_ids[gpu_index], pods)
     devices = _insert_dra_devices(conn, data, clusters)
+    queued = _insert_queues(conn, data, clusters)
     rollup.roll_up(conn, data.start_ts, data.end_ts)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
     detail = {"start_ts": data.start_ts, "step_s": data.step_s}
@@ -110,7 +119,14 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
         [{"cluster_id": i, **state, "detail": detail} for i in clusters.values()],
     )
     return LoadStats(
-        len(clusters), len(nodes), len(gpu_ids), len(data.namespaces), len(pods), written, devices
+        len(clusters),
+        len(nodes),
+        len(gpu_ids),
+        len(data.namespaces),
+        len(pods),
+        written,
+        devices,
+        queued,
     )
 
 
@@ -268,3 +284,15 @@ def _insert_dra_devices(conn: Connection, data: SimulatedData, clusters: dict[st
     if rows:
         conn.execute(insert(_table(DraDevice)), rows)
     return len(rows)
+
+
+def _insert_queues(conn: Connection, data: SimulatedData, clusters: dict[str, int]) -> int:
+    """Write Kueue's GPU quotas and Workloads per cluster; the Workloads written."""
+    for frame, write in (
+        (data.queue_flavors, write_queue_flavors),
+        (data.sched_workloads, write_sched_workloads),
+    ):
+        for cluster, part in frame.groupby("cluster", sort=True):
+            rows = [{k: v for k, v in r.items() if k != "cluster"} for r in _records(part)]
+            write(conn, clusters[str(cluster)], rows)
+    return len(data.sched_workloads)

@@ -7,11 +7,17 @@ about any instant sees the same pods the bulk generator stored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gpuwatch.domain.scheduling import (
+    KUEUE_POD_GROUP_LABEL,
+    KUEUE_POD_GROUP_SIZE_ANNOTATION,
+    KUEUE_QUEUE_LABEL,
+)
 from gpuwatch.simulate.fleet import Fleet, WorkloadSpec
+from gpuwatch.simulate.kueue_decl import cluster_queue_of
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 
 _JOB_KINDS = ("Job", "CronJob")
@@ -37,6 +43,7 @@ class PodInstance:
     owner_name: str | None
     labels: Mapping[str, str]
     team: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def pod_instances(fleet: Fleet, start_ts: int, end_ts: int) -> list[PodInstance]:
@@ -68,6 +75,8 @@ def _instance(
     name, owner_kind, owner_name, labels = _naming(fleet.seed, spec, k, replica, times[0])
     if spec.team_label:
         labels["team"] = spec.team_label
+    annotations = _kueue_marks(fleet.seed, spec, k, replica, labels)
+    delay = spec.kueue.start_delay_s(replica) if spec.kueue else 0
     units = spec.pods[replica]
     return PodInstance(
         workload=index,
@@ -80,12 +89,13 @@ def _instance(
         node=fleet.units[units[0]].node,
         units=units,
         created_ts=times[0],
-        started_ts=times[1],
+        started_ts=times[1] + delay,
         finished_ts=times[2],
         owner_kind=owner_kind,
         owner_name=owner_name,
         labels=labels,
         team=team,
+        annotations=annotations,
     )
 
 
@@ -114,9 +124,51 @@ def _naming(
         tail = str(created_ts // 60) if spec.kind == "CronJob" else k8s_suffix(5, seed, spec.key, k)
         job = f"{name}-{tail}"
         labels = {"app": name, "job-name": job, "batch.kubernetes.io/job-name": job}
+        if spec.kueue is not None:  # Kueue's Jobs are Indexed: pods <job>-<index>-<suffix>
+            labels["batch.kubernetes.io/job-completion-index"] = str(replica)
+            return f"{job}-{replica}-{suffix}", "Job", job, labels
         return f"{job}-{suffix}", "Job", job, labels
+    if spec.kueue is not None and spec.kueue.pod_group:  # pods named after their group
+        return f"{pod_group_name(seed, spec, k)}-{replica}", None, None, {"app": name}
     pod = name if len(spec.pods) == 1 else f"{name}-{replica}"
     return pod, None, None, {"app": name}
+
+
+def owner_job(seed: int, spec: WorkloadSpec, k: int, created_ts: int) -> str | None:
+    """The Job that runs cycle ``k`` of a Job or CronJob workload (created at ``created_ts``)."""
+    return _naming(seed, spec, k, 0, created_ts)[2]
+
+
+def pod_group_name(seed: int, spec: WorkloadSpec, k: int) -> str:
+    """The Kueue pod group of cycle ``k`` of a workload of plain pods."""
+    return f"{spec.name}-{k8s_suffix(5, seed, spec.key, k, 'group')}"
+
+
+def _kueue_marks(
+    seed: int, spec: WorkloadSpec, k: int, replica: int, labels: dict[str, str]
+) -> dict[str, str]:
+    """Add Kueue's labels to a pod of a Kueue workload; its annotations."""
+    if spec.kueue is None:
+        return {}
+    labels[KUEUE_QUEUE_LABEL] = spec.kueue.local_queue
+    if not spec.kueue.pod_group:
+        return {"batch.kubernetes.io/job-completion-index": str(replica)}
+    labels[KUEUE_POD_GROUP_LABEL] = pod_group_name(seed, spec, k)
+    labels["kueue.x-k8s.io/managed"] = "true"
+    return {KUEUE_POD_GROUP_SIZE_ANNOTATION: str(len(spec.pods))}
+
+
+def gang_of(inst: PodInstance, spec: WorkloadSpec) -> dict[str, object]:
+    """The pod's ``queue``, ``gang_kind``, ``gang_name`` and ``gang_size`` (docs/cost-model.md)."""
+    size = len(spec.pods)
+    if spec.kueue is not None:
+        group = inst.labels.get(KUEUE_POD_GROUP_LABEL)
+        name = group or f"job/{inst.owner_name}"
+        queue = cluster_queue_of(spec.namespace, spec.kueue.local_queue)
+        return {"queue": queue, "gang_kind": "kueue", "gang_name": name, "gang_size": size}
+    if inst.owner_kind == "Job" and size > 1:
+        return {"queue": None, "gang_kind": "job", "gang_name": inst.owner_name, "gang_size": size}
+    return {"queue": None, "gang_kind": None, "gang_name": None, "gang_size": None}
 
 
 def pods_at(fleet: Fleet, ts: int) -> pd.DataFrame:
@@ -143,7 +195,8 @@ def pods_frame(fleet: Fleet, instances: list[PodInstance], as_of_ts: int) -> pd.
                 "node": None if pending else inst.node,
                 "phase": phase,
                 "workload_kind": spec.kind,
-                "workload_name": spec.name,
+                # A bare pod is its own workload (a pod group's pods each one).
+                "workload_name": inst.name if spec.kind == "Pod" else spec.name,
                 "team": inst.team,
                 "gpu_resource": spec.gpu_resource,
                 "gpu_count": len(inst.units),
@@ -154,10 +207,12 @@ def pods_frame(fleet: Fleet, instances: list[PodInstance], as_of_ts: int) -> pd.
                 "created_ts": inst.created_ts,
                 "started_ts": None if pending else inst.started_ts,
                 "finished_ts": None if pending or running else inst.finished_ts,
+                **gang_of(inst, spec),
             }
         )
     frame = pd.DataFrame(rows, columns=POD_COLUMNS)
-    return frame.astype({"created_ts": "int64", "started_ts": "Int64", "finished_ts": "Int64"})
+    types = {"created_ts": "int64", "started_ts": "Int64", "finished_ts": "Int64"}
+    return frame.astype(types | {"gang_size": "Int64"})
 
 
 POD_COLUMNS = [
@@ -179,4 +234,8 @@ POD_COLUMNS = [
     "created_ts",
     "started_ts",
     "finished_ts",
+    "queue",
+    "gang_kind",
+    "gang_name",
+    "gang_size",
 ]

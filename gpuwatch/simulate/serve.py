@@ -143,7 +143,7 @@ class _ExporterHttp(ThreadingHTTPServer):
 
 class LiveKubeApi(KubeApiServer):
     """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``;
-    ``resource.k8s.io`` served in ``dra_version``."""
+    ``resource.k8s.io`` served in ``dra_version``, Kueue served in ``kueue_version``."""
 
     def __init__(
         self,
@@ -154,16 +154,18 @@ class LiveKubeApi(KubeApiServer):
         clock: Clock = time.time,
         refresh_s: int = 15,
         dra_version: str = "v1",
+        kueue_version: str = "v1beta1",
     ) -> None:
         _check_cluster(fleet, cluster)
         self.fleet = fleet
+        self.kueue_version = kueue_version
         self.cluster = cluster
         self._clock = clock
         self._refresh_s = max(1, refresh_s)
         self._bucket = self._current_bucket()
         self._refresh_lock = threading.Lock()
-        objects = kube_objects(fleet, self._bucket, cluster, dra_version)
-        super().__init__(objects, host, port, dra_version=dra_version)
+        objects = kube_objects(fleet, self._bucket, cluster, dra_version, kueue_version)
+        super().__init__(objects, host, port, dra_version=dra_version, kueue_version=kueue_version)
 
     def _current_bucket(self) -> int:
         now = int(self._clock())
@@ -175,7 +177,9 @@ class LiveKubeApi(KubeApiServer):
             with self._refresh_lock:
                 bucket = self._current_bucket()
                 if bucket != self._bucket:
-                    objects = kube_objects(self.fleet, bucket, self.cluster, self.dra_version)
+                    objects = kube_objects(
+                        self.fleet, bucket, self.cluster, self.dra_version, self.kueue_version
+                    )
                     self.set_objects(objects)
                     self._bucket = bucket
         return super().respond(target, authorization)
