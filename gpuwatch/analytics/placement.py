@@ -65,7 +65,7 @@ def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.Data
         samples["pod_id"].notna()
         & samples["mig_profile"].isna()
         & samples["timeslice_replicas"].fillna(1).eq(1)
-        & samples["node"].fillna("").ne("")
+        & samples["node"].astype(object).fillna("").ne("")
     ]
     ganged = _gang_workloads(pods)
     keys = rows[["cluster", "namespace", "workload_kind", "workload"]]

@@ -200,7 +200,7 @@ def recommend(
     ctx = build_context(policy, price_book, nodes, pods)
     efficiency = window_efficiency(health, price_book, start_ts, end_ts)
     span = data_span_hours(window, start_ts, end_ts)
-    placement = workload_placement(window, nodes, pods, window_health(health, start_ts, end_ts))
+    placement = window_placement(window, nodes, pods, health, (start_ts, end_ts))
     return recommend_from_stats(stats, ctx, span, efficiency, placement)
 
 
@@ -211,6 +211,19 @@ def window_efficiency(
     that overlap ``[start_ts, end_ts)``; None without a health frame."""
     hours = window_health(health, start_ts, end_ts)
     return None if hours is None else workload_efficiency(hours, price_book)
+
+
+def window_placement(
+    samples: pd.DataFrame,
+    nodes: pd.DataFrame | None,
+    pods: pd.DataFrame | None,
+    health: pd.DataFrame | None,
+    window: tuple[int, int],
+) -> dict[tuple[str, ...], PlacementMeasures]:
+    """:func:`~gpuwatch.analytics.placement.workload_placement` of the window's sample rows,
+    with the traffic of the health roll-up's hours that overlap ``window`` (``[start, end)``):
+    what every surface passes to :func:`recommend_from_stats` as ``placement``."""
+    return workload_placement(samples, nodes, pods, window_health(health, *window))
 
 
 def window_health(health: pd.DataFrame | None, start_ts: int, end_ts: int) -> pd.DataFrame | None:
