@@ -42,6 +42,9 @@ EVIDENCE = {
 }
 
 
+NAMESPACE = {"cluster": "c1", "namespace": "ml", "team": "research", "labels": {}}
+
+
 def _node(node: str) -> dict[str, Any]:
     return {"cluster": "c1", "node": node, "gpu_model": MODEL, "gpu_count": 8,
             "gpu_memory_mib": 16384, "capacity_type": "spot", "instance_type": "test",
@@ -81,8 +84,7 @@ def fleet() -> SimulatedData:
         clusters=pd.DataFrame({"cluster": ["c1"]}),
         nodes=pd.DataFrame([_node(n) for n in NODES]),
         gpus=pd.DataFrame([_gpu(n) for n in NODES]),
-        namespaces=pd.DataFrame([{"cluster": "c1", "namespace": "ml", "team": "research",
-                                  "labels": {}}]),  # fmt: skip
+        namespaces=pd.DataFrame([NAMESPACE]),
         pods=pd.DataFrame([_pod(i, n) for i, n in enumerate(NODES)]),
         samples=pd.DataFrame([row for i, n in enumerate(NODES) for row in _samples(i, n)]),
     )
