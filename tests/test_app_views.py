@@ -91,6 +91,30 @@ def test_coverage_equals_unit_coverage(engine: Engine, snap: Snapshot) -> None:
     assert 0.5 < ratio <= 1.0
 
 
+#: The demo's workloads spread over more nodes than their GPUs need: distill-eval (8 × 1 H100 on
+#: hb0-hb3), frame-embed (4 × 1 L40S, one on each of s0-s3), asr-eval (2 × 1 L40S on s0, s1).
+SCATTERED = [
+    ("llm-training", "distill-eval", 4.0, 1),
+    ("speech", "asr-eval", 2.0, 1),
+    ("vision-prod", "frame-embed", 4.0, 1),
+]
+DISTILL_EVIDENCE = {
+    "nodes_used_p95": 4.0,
+    "nodes_needed": 1,
+    "gpus": 8,
+    "gpus_per_node": 8,
+    "spread_gpu_hours": 264.0,
+}
+
+
+def _placement(recs: pd.DataFrame) -> list[tuple[str, str, float, int]]:
+    rows = recs[recs["kind"] == "consolidate_placement"]
+    return sorted(
+        (r.namespace, r.workload, r.evidence["nodes_used_p95"], r.evidence["nodes_needed"])
+        for r in rows.itertuples()
+    )
+
+
 @pytest.mark.parametrize("window", ["3d", "14d"])
 def test_recommendations_and_savings_equal_recommend(
     engine: Engine, snap: Snapshot, window: str
@@ -128,6 +152,14 @@ def test_recommendations_and_savings_equal_recommend(
     got = views.recommendations(snap, f)
     assert len(got) == len(expected) > 0
     pd.testing.assert_frame_equal(got.drop(columns="evidence"), expected.drop(columns="evidence"))
+    # consolidate_placement on both: the jobs spread over more nodes than their GPUs need
+    # (docs/simulation.md), the same evidence from the same window
+    assert _placement(got) == _placement(expected) == SCATTERED
+    distill = got[(got["workload"] == "distill-eval") & (got["kind"] == "consolidate_placement")]
+    evidence = distill.iloc[0]["evidence"]
+    # 8 × 1 H100 on 4 nodes of 8 H100 (1 needed), every sample of its 3 nights of
+    # 22:30-09:30 in the demo's 3 days: 8 GPUs × 33 h spread
+    assert {k: evidence[k] for k in DISTILL_EVIDENCE} == DISTILL_EVIDENCE
     best = expected.groupby(list(c.WORKLOAD_KEYS))["est_monthly_savings_usd"].max().sum()
     h = views.headline(snap, f)
     assert h.monthly_savings_usd == pytest.approx(best, rel=1e-9)

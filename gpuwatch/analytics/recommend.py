@@ -21,6 +21,7 @@ from gpuwatch.analytics.efficiency import (
     key_of,
     workload_efficiency,
 )
+from gpuwatch.analytics.placement import PlacementMeasures, workload_placement
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.rulebook import findings
 from gpuwatch.analytics.rules import CLAIM_SUFFIX, KINDS, Context, Finding, WorkloadMeasures
@@ -113,16 +114,25 @@ def sort_recommendations(frame: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns="_kind").reset_index(drop=True)
 
 
-def measures(stats: pd.DataFrame, efficiency: pd.DataFrame | None = None) -> list[WorkloadMeasures]:
+def measures(
+    stats: pd.DataFrame,
+    efficiency: pd.DataFrame | None = None,
+    placement: dict[tuple[str, ...], PlacementMeasures] | None = None,
+) -> list[WorkloadMeasures]:
     """The rows of :func:`workload_stats` as typed records, each with its row of
-    :func:`~gpuwatch.analytics.efficiency.workload_efficiency` where given."""
-    names = [f.name for f in fields(WorkloadMeasures) if f.name != "efficiency"]
+    :func:`~gpuwatch.analytics.efficiency.workload_efficiency` and its
+    :func:`~gpuwatch.analytics.placement.workload_placement` where given."""
+    names = [f.name for f in fields(WorkloadMeasures) if f.name not in ("efficiency", "placement")]
     found: dict[tuple[str, ...], EfficiencyMeasures] = {}
     if efficiency is not None and len(efficiency):
         found = efficiency_measures(efficiency)
     keys = stats[list(EFFICIENCY_KEYS)].itertuples(index=False, name=None)
     return [
-        WorkloadMeasures(**dict(zip(names, row, strict=True)), efficiency=found.get(key_of(key)))
+        WorkloadMeasures(
+            **dict(zip(names, row, strict=True)),
+            efficiency=found.get(key_of(key)),
+            placement=(placement or {}).get(key_of(key)),
+        )
         for row, key in zip(stats[names].itertuples(index=False), keys, strict=True)
     ]
 
@@ -132,13 +142,14 @@ def recommend_from_stats(
     ctx: Context,
     data_hours: float,
     efficiency: pd.DataFrame | None = None,
+    placement: dict[tuple[str, ...], PlacementMeasures] | None = None,
 ) -> pd.DataFrame:
     """Apply every rule to every workload of :func:`workload_stats` (with its real
-    ``efficiency`` where given); monthly savings are the cost per hour with data
-    (``data_hours``) × 730."""
+    ``efficiency`` and ``placement`` where given); monthly savings are the cost per hour with
+    data (``data_hours``) × 730."""
     rows = [
         _row(w, finding, ctx, data_hours)
-        for w in measures(stats, efficiency)
+        for w in measures(stats, efficiency, placement)
         for finding in findings(w, ctx)
     ]
     if not rows:
@@ -181,14 +192,16 @@ def recommend(
 ) -> pd.DataFrame:
     """Recommendations for the window ``[start_ts, end_ts)`` from raw samples (or hourly
     roll-ups with their ``detail``); monthly savings per hour of the window's data span.
-    ``health``: the hourly health roll-up (HEALTH_COLUMNS) for ``investigate_efficiency``."""
+    ``health``: the hourly health roll-up (HEALTH_COLUMNS) for ``investigate_efficiency`` and
+    the traffic of ``consolidate_placement``."""
     window = samples[(samples["ts"] >= start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(window, pods, price_book)
     stats = workload_stats(costed, policy, price_book, gpus, detail)
     ctx = build_context(policy, price_book, nodes, pods)
     efficiency = window_efficiency(health, price_book, start_ts, end_ts)
     span = data_span_hours(window, start_ts, end_ts)
-    return recommend_from_stats(stats, ctx, span, efficiency)
+    placement = window_placement(window, nodes, pods, health, (start_ts, end_ts))
+    return recommend_from_stats(stats, ctx, span, efficiency, placement)
 
 
 def window_efficiency(
@@ -196,10 +209,29 @@ def window_efficiency(
 ) -> pd.DataFrame | None:
     """:func:`~gpuwatch.analytics.efficiency.workload_efficiency` of the health roll-up's hours
     that overlap ``[start_ts, end_ts)``; None without a health frame."""
+    hours = window_health(health, start_ts, end_ts)
+    return None if hours is None else workload_efficiency(hours, price_book)
+
+
+def window_placement(
+    samples: pd.DataFrame,
+    nodes: pd.DataFrame | None,
+    pods: pd.DataFrame | None,
+    health: pd.DataFrame | None,
+    window: tuple[int, int],
+) -> dict[tuple[str, ...], PlacementMeasures]:
+    """:func:`~gpuwatch.analytics.placement.workload_placement` of the window's sample rows,
+    with the traffic of the health roll-up's hours that overlap ``window`` (``[start, end)``):
+    what every surface passes to :func:`recommend_from_stats` as ``placement``."""
+    return workload_placement(samples, nodes, pods, window_health(health, *window))
+
+
+def window_health(health: pd.DataFrame | None, start_ts: int, end_ts: int) -> pd.DataFrame | None:
+    """The health roll-up's hours that overlap ``[start_ts, end_ts)``; None without one."""
     if health is None:
         return None
     ts = health["ts"].to_numpy(dtype="int64")
-    return workload_efficiency(health[(ts > start_ts - HOUR_S) & (ts < end_ts)], price_book)
+    return health[(ts > start_ts - HOUR_S) & (ts < end_ts)]
 
 
 def build_context(

@@ -18,6 +18,7 @@ from gpuwatch.analytics.rules import (
     use_mig,
     use_spot,
 )
+from gpuwatch.analytics.rules_placement import consolidate_placement
 
 RULES: tuple[Rule, ...] = (
     reclaim_idle,
@@ -29,6 +30,7 @@ RULES: tuple[Rule, ...] = (
     use_spot,
     memory_risk,
     investigate_efficiency,
+    consolidate_placement,
 )
 
 

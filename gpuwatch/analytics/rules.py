@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.analytics.efficiency import EfficiencyMeasures
+from gpuwatch.analytics.placement import PlacementMeasures
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.mig import (
@@ -35,6 +36,7 @@ KINDS = (
     "use_spot",
     "memory_risk",
     "investigate_efficiency",
+    "consolidate_placement",
 )
 
 
@@ -89,6 +91,8 @@ class WorkloadMeasures:
     #: Its real efficiency (:func:`gpuwatch.analytics.efficiency.workload_efficiency`), None
     #: without health readings.
     efficiency: EfficiencyMeasures | None = None
+    #: Its spread over nodes (:func:`gpuwatch.analytics.placement.workload_placement`).
+    placement: PlacementMeasures | None = None
 
     @property
     def claims(self) -> bool:

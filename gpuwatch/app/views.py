@@ -19,6 +19,7 @@ from gpuwatch.analytics.recommend import (
     empty_recommendations,
     recommend_from_stats,
     window_efficiency,
+    window_placement,
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
@@ -212,7 +213,8 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
 
 def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
     """Every recommendation for a window, as ``gpuwatch recommend`` over the same window: from
-    the roll-ups and their stored detail, savings per 730 h from the window's hours with data."""
+    the roll-ups and their stored detail, the health roll-up (efficiency, placement traffic),
+    savings per 730 h from the window's hours with data."""
 
     def compute() -> pd.DataFrame:
         f = Filters(window=window)
@@ -225,7 +227,8 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
         health = health_window(snap, window)
         efficiency = window_efficiency(health, snap.price_book, start, end)
-        return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency)
+        placement = window_placement(rows, snap.nodes, snap.pods, health, (start, end))
+        return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency, placement)
 
     return snap.memo(("recommendations", window), compute, pin=True)
 

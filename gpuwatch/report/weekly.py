@@ -25,6 +25,7 @@ from gpuwatch.analytics.recommend import (
     build_context,
     data_span_hours,
     recommend_from_stats,
+    window_placement,
 )
 from gpuwatch.analytics.render import neutralise
 from gpuwatch.analytics.summary import as_text, sample_measures
@@ -87,8 +88,8 @@ OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
 #: Section 7's columns from the health roll-up (:func:`workload_efficiency`); empty where not
 #: measured (no health readings; ``throttled_gpu_hours`` without clock-event readings).
 HEALTH_FIGURES = ("throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd", *OPTIONAL_PCT)
-#: After every saving kind and ``memory_risk``, the kinds a workload's cell may name.
-_NO_SAVING_ORDER = ("memory_risk", "investigate_efficiency")
+#: After every saving kind, the kinds a workload's cell may name, in this order.
+_NO_SAVING_ORDER = ("memory_risk", "investigate_efficiency", "consolidate_placement")
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _SORT_KEYS = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
 
@@ -146,7 +147,7 @@ def allocation_modes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def _best_recommendation(recs: pd.DataFrame) -> pd.DataFrame:
     """Per workload: the largest-saving kind, else ``memory_risk``, else
-    ``investigate_efficiency``, with its savings."""
+    ``investigate_efficiency``, else ``consolidate_placement``, with its savings."""
     saving = recs[recs["est_monthly_savings_usd"] > 0]
     others = [recs[recs["kind"].eq(kind)] for kind in _NO_SAVING_ORDER]
     best = pd.concat([saving, *others]).drop_duplicates(_SORT_KEYS, keep="first")
@@ -168,7 +169,9 @@ def _workload_rows(
     stats = workload_stats(held, policy, price_book, context["gpus"], context.get("detail"))
     ctx = build_context(policy, price_book, context["nodes"], pods)
     efficiency = context.get("efficiency")
-    recs = recommend_from_stats(stats, ctx, context["data_hours"], efficiency)
+    recs = recommend_from_stats(
+        stats, ctx, context["data_hours"], efficiency, context.get("placement")
+    )
     best = _best_recommendation(recs)
     facts = stats[[*_SORT_KEYS, "team", "gpus_requested", "allocation"]]
     out = sums.merge(facts, on=_SORT_KEYS, how="left").merge(best, on=_SORT_KEYS, how="left")
@@ -283,8 +286,9 @@ def weekly_report(
 
     Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
     rows are sorted by ``idle_cost_usd`` descending, then by their key columns. ``health``:
-    the hourly health roll-up (HEALTH_COLUMNS) for the health columns and
-    ``investigate_efficiency``; without it those columns are empty. ``scheduling``: when a
+    the hourly health roll-up (HEALTH_COLUMNS) for the health columns,
+    ``investigate_efficiency`` and the traffic of ``consolidate_placement``; without it those
+    columns are empty. ``scheduling``: when a
     gang counts as stalled (default :class:`SchedulingPolicy`).
     """
     week_start = _check_week_start(week_start_ts)
@@ -297,6 +301,7 @@ def weekly_report(
         "detail": detail,
         "data_hours": data_span_hours(week, week_start_ts, end_ts),
         "efficiency": _week_efficiency(health, price_book, week_start_ts, end_ts),
+        "placement": window_placement(week, nodes, pods, health, (week_start_ts, end_ts)),
         "scheduling": scheduling or SchedulingPolicy(),
         "window": (week_start_ts, end_ts),
     }

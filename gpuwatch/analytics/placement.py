@@ -1,0 +1,132 @@
+"""Placement: how many nodes a multi-GPU workload's GPUs were spread over, and how many it
+needed (docs/cost-model.md#scheduling, docs/recommendations.md, ``consolidate_placement``).
+
+Pure: sample rows, the nodes frame and the health roll-up in, one :class:`PlacementMeasures`
+per workload key out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics.efficiency import EFFICIENCY_KEYS, key_of
+from gpuwatch.domain.durations import HOUR_S
+
+#: Workload kinds whose pods run as one job (their GPUs talk to each other); pods of any other
+#: kind count only when they belong to a gang (the pods frame's ``gang_kind``).
+JOB_KINDS = frozenset({"Job", "CronJob", "JobSet", "Pod"})
+#: The quantile over sample times of the number of nodes holding a workload's GPUs.
+NODES_USED_QUANTILE = 0.95
+
+
+@dataclass(frozen=True)
+class PlacementMeasures:
+    """A workload's spread over nodes (whole GPUs only)."""
+
+    #: Most whole GPUs its pods held at one sample time.
+    gpus: int
+    #: p95 over its sample times of the distinct nodes holding its GPUs.
+    nodes_used_p95: float
+    #: The most GPUs of its model on one node of its cluster (nodes frame ``gpu_count``).
+    gpus_per_node: int
+    #: GPU-hours at sample times when its GPUs were on more nodes than they needed.
+    spread_gpu_hours: float
+    #: Mean PCIe and NVLink bytes per second of its GPUs (health roll-up), NaN without readings.
+    pcie_bytes_per_s: float = math.nan
+    nvlink_bytes_per_s: float = math.nan
+
+    @property
+    def nodes_needed(self) -> int:
+        """⌈GPUs ÷ GPUs per node⌉."""
+        return math.ceil(self.gpus / self.gpus_per_node)
+
+
+def _node_sizes(nodes: pd.DataFrame) -> dict[tuple[str, str], int]:
+    known = nodes.dropna(subset=["gpu_model"])
+    known = known[known["gpu_count"] > 0]
+    sizes = known.groupby(["cluster", "gpu_model"], as_index=False)["gpu_count"].max()
+    return {(str(c), str(m)): int(n) for c, m, n in sizes.itertuples(index=False, name=None)}
+
+
+def _gang_workloads(pods: pd.DataFrame | None) -> set[tuple[str, ...]]:
+    if pods is None or pods.empty or "gang_kind" not in pods:
+        return set()
+    ganged = pods[pods["gang_kind"].notna()]
+    keys = ["cluster", "namespace", "workload_kind", "workload"]
+    return {key_of(k) for k in ganged[keys].itertuples(index=False, name=None)}
+
+
+def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:
+    rows = samples[
+        samples["pod_id"].notna()
+        & samples["mig_profile"].isna()
+        & samples["timeslice_replicas"].fillna(1).eq(1)
+        & samples["node"].astype(object).fillna("").ne("")
+    ]
+    ganged = _gang_workloads(pods)
+    keys = rows[["cluster", "namespace", "workload_kind", "workload"]]
+    in_gang = [key_of(k) in ganged for k in keys.itertuples(index=False, name=None)]
+    keep = rows["workload_kind"].isin(JOB_KINDS).to_numpy() | np.array(in_gang, dtype=bool)
+    return pd.DataFrame(rows[keep])
+
+
+def _traffic(health: pd.DataFrame | None) -> dict[tuple[str, ...], tuple[float, float]]:
+    if health is None or health.empty:
+        return {}
+    held = health[health["pod_id"].notna()]
+    means = held.groupby(list(EFFICIENCY_KEYS), dropna=False, as_index=False)[
+        ["pcie_bytes_per_s", "nvlink_bytes_per_s"]
+    ].mean()
+    width = len(EFFICIENCY_KEYS)
+    return {
+        key_of(row[:width]): (float(row[width]), float(row[width + 1]))
+        for row in means.itertuples(index=False, name=None)
+    }
+
+
+def _per_instant(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per workload key and sample time: GPUs held, nodes holding them, GPU-hours."""
+    rows = rows.assign(_gpu_hours=rows["step_s"] / HOUR_S)
+    per = rows.groupby([*EFFICIENCY_KEYS, "ts"], dropna=False).agg(
+        gpus=("gpu_id", "nunique"), nodes=("node", "nunique"), gpu_hours=("_gpu_hours", "sum")
+    )
+    return per.reset_index()
+
+
+def workload_placement(
+    samples: pd.DataFrame,
+    nodes: pd.DataFrame | None,
+    pods: pd.DataFrame | None = None,
+    health: pd.DataFrame | None = None,
+) -> dict[tuple[str, ...], PlacementMeasures]:
+    """:class:`PlacementMeasures` by workload key (:func:`key_of` of :data:`EFFICIENCY_KEYS`)
+    of the jobs and gangs holding whole GPUs on nodes whose size the nodes frame gives."""
+    if nodes is None or nodes.empty or samples.empty:
+        return {}
+    sizes = _node_sizes(nodes)
+    rows = _whole_gpu_rows(samples, pods)
+    if rows.empty:
+        return {}
+    traffic = _traffic(health)
+    out: dict[tuple[str, ...], PlacementMeasures] = {}
+    for key, group in _per_instant(rows).groupby(list(EFFICIENCY_KEYS), dropna=False):
+        k = key_of(tuple(key))
+        size = sizes.get((k[0], k[4]))
+        if size is None:
+            continue
+        needed = np.ceil(group["gpus"].to_numpy() / size)
+        spread = group["nodes"].to_numpy() > needed
+        pcie, nvlink = traffic.get(k, (math.nan, math.nan))
+        out[k] = PlacementMeasures(
+            gpus=int(group["gpus"].max()),
+            nodes_used_p95=float(np.quantile(group["nodes"], NODES_USED_QUANTILE)),
+            gpus_per_node=size,
+            spread_gpu_hours=float(group["gpu_hours"].to_numpy()[spread].sum()),
+            pcie_bytes_per_s=pcie,
+            nvlink_bytes_per_s=nvlink,
+        )
+    return out
