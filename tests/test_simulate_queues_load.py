@@ -1,4 +1,5 @@
-"""The demo store holds the simulated Kueue quotas, Workloads and the pods' queues and gangs."""
+"""The demo store holds the simulated Kueue and Volcano quotas, queued work and the pods' queues
+and gangs."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _rows(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
 def test_quotas_and_waiting_work_land_in_the_store(tmp_path: Path) -> None:
     end = _ts(16, 20)
     engine = _store(tmp_path, end)
-    quotas = load_queue_flavors(engine)
+    every_quota = load_queue_flavors(engine)
+    quotas = every_quota[every_quota["kind"] == "kueue"]
     got = quotas[["queue", "flavor", "gpu_model", "nominal_gpus", "lending_limit_gpus"]]
     assert got.astype(object).where(got.notna(), None).values.tolist() == [
         ["inference", "l40s", "NVIDIA L40S", 8.0, 0.0],
@@ -45,6 +47,10 @@ def test_quotas_and_waiting_work_land_in_the_store(tmp_path: Path) -> None:
         ["training", "h100", "NVIDIA H100 80GB HBM3", 32.0, None],
     ]
     assert set(quotas["cohort"]) == {"gpu-pool"} and set(quotas["cluster"]) == {"prod-us-east"}
+    volcano = every_quota[every_quota["kind"] == "volcano"]
+    got = volcano[["cluster", "queue", "cohort", "flavor", "nominal_gpus", "borrowing_limit_gpus"]]
+    assert got.values.tolist() == [["research-eu", "research-batch", "root", "", 4.0, 0.0]]
+    assert volcano["gpu_model"].isna().all()
     workloads = load_sched_workloads(engine, end - 86400, end)
     evals = _rows(workloads, "job-asr-eval")
     assert evals["state"].tolist() == ["finished", "pending"]
@@ -61,6 +67,24 @@ def test_quotas_and_waiting_work_land_in_the_store(tmp_path: Path) -> None:
         ["finished", 32.0, 8, "Job"],  # yesterday 10:00-22:00
         ["admitted", 32.0, 8, "Job"],  # today's, running at 20:00
     ]
+    # Volcano's PodGroup of today's gang (10:00-16:00): yesterday's had finished before 20:00
+    groups = workloads[workloads["kind"] == "volcano"]
+    assert len(groups) == 1
+    group = groups.iloc[0]
+    assert group["name"].startswith("ddp-finetune-") and group["owner_name"] == group["name"]
+    assert (group["cluster"], group["namespace"], group["queue"], group["state"]) == (
+        "research-eu",
+        "nlp-research",
+        "research-batch",
+        "finished",
+    )
+    assert (group["gpus_requested"], group["pod_count"], group["owner_kind"]) == (
+        4.0,
+        4,
+        "PodGroup",
+    )
+    assert (group["created_ts"], group["admitted_ts"]) == (_ts(16, 10), _ts(16, 10))
+    assert pd.isna(group["finished_ts"]) and group["last_seen_ts"] == end
     engine.dispose()
 
 
@@ -78,6 +102,13 @@ def test_pending_pods_and_gangs_land_in_the_store(tmp_path: Path) -> None:
     assert waiting[["created_ts", "gpu_count", "queue"]].values.tolist() == [
         [_ts(16, 9), 4, "research"]
     ]
+    gangs = pods[pods["gang_kind"] == "volcano"]
+    assert len(gangs) == 4 + 4  # yesterday's 10:00-16:00 and today's, running at 12:00
+    assert set(gangs["namespace"]) == {"nlp-research"} and set(gangs["queue"]) == {"research-batch"}
+    assert set(gangs["gang_size"]) == {4} and gangs["gang_name"].nunique() == 2
+    running = gangs[gangs["created_ts"] == _ts(16, 10)]
+    assert set(running["phase"]) == {"Running"} and set(running["gpu_count"]) == {1}
+    assert all(pod.startswith(f"{running['gang_name'].iloc[0]}-") for pod in running["pod"])
     plain = pods[pods["workload"] == "vision-train-sweep"]
     assert set(plain["gang_kind"]) == {"job"} and set(plain["queue"].isna()) == {True}
     engine.dispose()

@@ -32,6 +32,7 @@ import yaml
 from gpuwatch.simulate.api_resources import RESOURCES, Resource, discovery, resources_for
 from gpuwatch.simulate.httpd import BackgroundServer
 from gpuwatch.simulate.kueue_decl import QUEUE_RESOURCES
+from gpuwatch.simulate.volcano_decl import VOLCANO_RESOURCES
 
 __all__ = ["RESOURCES", "KubeApiServer", "RecordedRequest", "kubeconfig_for"]
 
@@ -154,9 +155,9 @@ class KubeApiServer(BackgroundServer):
 
     def set_objects(self, objects: Mapping[str, list[dict[str, Any]]]) -> None:
         """Replace the served objects (a new resourceVersion: older continue tokens expire).
-        Kueue's objects are dropped when the resource table does not serve them."""
+        Kueue's and Volcano's objects are dropped when the resource table does not serve them."""
         known = self._resources
-        unknown = sorted(set(objects) - set(known) - set(QUEUE_RESOURCES))
+        unknown = sorted(set(objects) - set(known) - {*QUEUE_RESOURCES, *VOLCANO_RESOURCES})
         if unknown:
             raise ValueError(f"unknown resources {unknown}: expected some of {sorted(known)}")
         with self._lock:

@@ -33,13 +33,14 @@ from gpuwatch.simulate.layout import (
     NodeDecl,
     WorkloadDecl,
 )
-from gpuwatch.simulate.layout_queues import QUEUE_NODES, QUEUE_WORKLOADS
+from gpuwatch.simulate.layout_queues import QUEUE_NODES, QUEUE_WORKLOADS, VOLCANO_WORKLOADS
 from gpuwatch.simulate.layout_sharing import SHARING_NODES, SHARING_WORKLOADS
 from gpuwatch.simulate.node_labels import node_labels
 from gpuwatch.simulate.noise import k8s_suffix, stable_hash, stable_unit, uuid_text
 from gpuwatch.simulate.patterns import Pattern
 from gpuwatch.simulate.placement import place
 from gpuwatch.simulate.schedule import Schedule
+from gpuwatch.simulate.volcano_decl import VolcanoDecl
 
 LABEL_STYLES = ("standard", "exported", "lowercase")
 UTIL_SIGNALS = ("prof", "dev")
@@ -126,7 +127,7 @@ class WorkloadSpec:
     units through ResourceClaims (``gpu_resource`` is then the device class), ``claim`` the
     named claim all its pods share (None: a claim per pod, from a template). ``efficiency``
     shapes its profiling fields; ``xid_event`` a daily XID of one of its pods; ``kueue`` how
-    Kueue admits it (None: not submitted to Kueue)."""
+    Kueue admits it (None: not submitted to Kueue); ``volcano`` how Volcano schedules it."""
 
     cluster: str
     namespace: str
@@ -145,6 +146,7 @@ class WorkloadSpec:
     efficiency: scenario.Efficiency = scenario.DEFAULT_EFFICIENCY
     xid_event: scenario.XidEvent | None = None
     kueue: KueueDecl | None = None
+    volcano: VolcanoDecl | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ def build_fleet(seed: int = 7) -> Fleet:
         NamespaceSpec(c, ns, team, {"team": team, "kubernetes.io/metadata.name": ns})
         for c, ns, team in NAMESPACES
     )
-    declared = (*WORKLOADS, *SHARING_WORKLOADS, *QUEUE_WORKLOADS)
+    declared = (*WORKLOADS, *SHARING_WORKLOADS, *QUEUE_WORKLOADS, *VOLCANO_WORKLOADS)
     workloads = tuple(_workload(seed, d, by_alias, units) for d in declared)
     outage_node = by_alias[OUTAGE_NODE]
     outages = (Outage(outage_node.cluster, outage_node.name, OUTAGE),)
@@ -372,4 +374,5 @@ def _workload(
         allocation=DRA if dra else None,
         claim=decl.claim,
         kueue=decl.kueue,
+        volcano=decl.volcano,
     )

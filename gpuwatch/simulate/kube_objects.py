@@ -21,7 +21,9 @@ What they contain:
   DRA nodes; ``nvidia.com/gpu`` = GPUs × replicas on the MPS node), plus one CPU-only node;
 - namespaces with their ``team`` label, and the controllers the pods name;
 - Kueue's ResourceFlavors, ClusterQueues, LocalQueues and Workloads (:mod:`kube_queues`), its
-  Jobs labelled with their LocalQueue and Indexed (suspended while their Workload waits).
+  Jobs labelled with their LocalQueue and Indexed (suspended while their Workload waits);
+- Volcano's Queues and PodGroups (:mod:`kube_volcano`, in ``research-eu`` only), the gang's pods
+  annotated with their PodGroup and scheduled by ``volcano``.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from gpuwatch.simulate.dra import is_dra
 from gpuwatch.simulate.fleet import Fleet, NodeSpec, WorkloadSpec
 from gpuwatch.simulate.kube_dra import DRA_RESOURCES, FLEET_CREATED_TS, dra_objects, pod_claims
 from gpuwatch.simulate.kube_queues import kueue_job, kueue_pod, queue_objects, suspended_jobs
+from gpuwatch.simulate.kube_volcano import volcano_objects, volcano_pod
 from gpuwatch.simulate.kueue_decl import QUEUE_RESOURCES
 from gpuwatch.simulate.noise import k8s_suffix, uuid_text
 from gpuwatch.simulate.pods import PodInstance, pod_instances
+from gpuwatch.simulate.volcano_decl import VOLCANO_RESOURCES
 
 #: Finished Job pods stay listed this long (the Jobs' ``ttlSecondsAfterFinished``).
 JOB_TTL_S = DAY_S
@@ -67,6 +71,7 @@ RESOURCES = (
     "cronjobs",
     *DRA_RESOURCES,
     *QUEUE_RESOURCES,
+    *VOLCANO_RESOURCES,
 )
 
 
@@ -127,6 +132,7 @@ def kube_objects(
             objects[spec.kind.lower() + "s"].append(_controller(fleet, spec))
     objects["jobs"].extend(suspended_jobs(fleet, ts, cluster))
     objects.update(queue_objects(fleet, ts, cluster, kueue_version))
+    objects.update(volcano_objects(fleet, ts, cluster))
     for name in ("replicasets", "jobs"):
         unique = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects[name]}
         objects[name] = [unique[key] for key in sorted(unique)]
@@ -194,6 +200,7 @@ def pod_object(fleet: Fleet, inst: PodInstance, ts: int) -> dict[str, Any]:
         pod_claims(fleet, inst, pod, phase)
     if spec.kueue is not None:
         kueue_pod(fleet, inst, pod)
+    volcano_pod(fleet, inst, pod)
     return pod
 
 

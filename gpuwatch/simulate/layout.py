@@ -13,6 +13,7 @@ from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.simulate.kueue_decl import KueueDecl
 from gpuwatch.simulate.patterns import Pattern
 from gpuwatch.simulate.schedule import Schedule
+from gpuwatch.simulate.volcano_decl import VolcanoDecl
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class WorkloadDecl:
     candidate units of ``nodes`` (whole GPUs, MIG instances of ``mig_profile``, or time-slice
     slots) starting at position ``first`` on each node. On a DRA node the pods hold their units
     through ResourceClaims: one per pod from a template, or the named ``claim`` all pods share.
-    ``per_node`` caps the pods placed on one node; ``kueue`` says how Kueue admits it."""
+    ``per_node`` caps the pods placed on one node; ``kueue`` says how Kueue admits it,
+    ``volcano`` how Volcano schedules it as a gang."""
 
     cluster: str
     namespace: str
@@ -87,6 +89,7 @@ class WorkloadDecl:
     claim: str | None = None
     per_node: int | None = None
     kueue: KueueDecl | None = None
+    volcano: VolcanoDecl | None = None
 
 
 MODELS: dict[str, ModelDecl] = {
@@ -270,6 +273,7 @@ def declare(
     claim: str | None = None,
     per_node: int | None = None,
     kueue: KueueDecl | None = None,
+    volcano: VolcanoDecl | None = None,
 ) -> WorkloadDecl:
     """A declaration; long-running kinds get a seeded rollout time unless told otherwise."""
     if seeded_offset is None:
@@ -293,6 +297,7 @@ def declare(
         claim=claim,
         per_node=per_node,
         kueue=kueue,
+        volcano=volcano,
     )
 
 

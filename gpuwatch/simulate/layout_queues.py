@@ -1,4 +1,4 @@
-"""The simulated fleet's scheduling scenarios: node pools and workloads under Kueue.
+"""The simulated fleet's scheduling scenarios: node pools and workloads under Kueue and Volcano.
 
 Two node pools of ``prod-us-east`` that Kueue hands out through the cohort of
 :mod:`kueue_decl`, with daily workloads at fixed hours (UTC, no jitter), so that every figure
@@ -17,6 +17,10 @@ can be counted by hand (docs/simulation.md#scheduling-scenarios):
 - **Work pending without admission**: ``speech/asr-eval`` (2 × 1 L40S) is created at 17:00 and
   waits unadmitted (research is at its quota and inference lends none) until 04:00, when
   ``asr-finetune`` finishes; it runs 04:00-08:00 on GPU 3 of ``s0`` and ``s1``.
+
+And a **Volcano gang** in ``research-eu`` (:mod:`volcano_decl`): ``nlp-research/ddp-finetune``,
+a PodGroup of 4 plain pods × 1 L4 (``minMember`` 4, queue ``research-batch``) on the otherwise
+unused node ``rl2``, daily 10:00-16:00.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from gpuwatch.simulate.layout import (
     declare,
     rolling,
 )
+from gpuwatch.simulate.volcano_decl import VOLCANO_CLUSTER, VolcanoDecl
 
 QUEUE_NODES = (
     *(NodeDecl(PROD, f"hb{i}", "h100", "p5.48xlarge", "on_demand", "gpu-h100-batch")
@@ -68,3 +73,9 @@ QUEUE_WORKLOADS = (
             per_node=1, kueue=QUEUED_EVAL),
 )
 # fmt: on
+
+#: Volcano's gang: its PodGroup and pods exist 10:00-16:00 (Running from 10:00, all 4 bound).
+VOLCANO_WORKLOADS = (
+    declare(VOLCANO_CLUSTER, "nlp-research", "ddp-finetune", "Pod", "rl2", 4, EFFICIENT_TRAINING,
+            daily(10, 6), volcano=VolcanoDecl("research-batch")),
+)  # fmt: skip

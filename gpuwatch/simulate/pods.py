@@ -15,6 +15,7 @@ from gpuwatch.domain.scheduling import (
     KUEUE_POD_GROUP_LABEL,
     KUEUE_POD_GROUP_SIZE_ANNOTATION,
     KUEUE_QUEUE_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
 )
 from gpuwatch.simulate.fleet import Fleet, WorkloadSpec
 from gpuwatch.simulate.kueue_decl import cluster_queue_of
@@ -76,6 +77,8 @@ def _instance(
     if spec.team_label:
         labels["team"] = spec.team_label
     annotations = _kueue_marks(fleet.seed, spec, k, replica, labels)
+    if spec.volcano is not None:
+        annotations[VOLCANO_GROUP_ANNOTATION] = pod_group_name(fleet.seed, spec, k)
     delay = spec.kueue.start_delay_s(replica) if spec.kueue else 0
     units = spec.pods[replica]
     return PodInstance(
@@ -128,7 +131,8 @@ def _naming(
             labels["batch.kubernetes.io/job-completion-index"] = str(replica)
             return f"{job}-{replica}-{suffix}", "Job", job, labels
         return f"{job}-{suffix}", "Job", job, labels
-    if spec.kueue is not None and spec.kueue.pod_group:  # pods named after their group
+    grouped = spec.volcano is not None or (spec.kueue is not None and spec.kueue.pod_group)
+    if grouped:  # pods named after their group
         return f"{pod_group_name(seed, spec, k)}-{replica}", None, None, {"app": name}
     pod = name if len(spec.pods) == 1 else f"{name}-{replica}"
     return pod, None, None, {"app": name}
@@ -140,7 +144,7 @@ def owner_job(seed: int, spec: WorkloadSpec, k: int, created_ts: int) -> str | N
 
 
 def pod_group_name(seed: int, spec: WorkloadSpec, k: int) -> str:
-    """The Kueue pod group of cycle ``k`` of a workload of plain pods."""
+    """The Kueue pod group or Volcano PodGroup of cycle ``k`` of a workload of plain pods."""
     return f"{spec.name}-{k8s_suffix(5, seed, spec.key, k, 'group')}"
 
 
@@ -166,6 +170,11 @@ def gang_of(inst: PodInstance, spec: WorkloadSpec) -> dict[str, object]:
         name = group or f"job/{inst.owner_name}"
         queue = cluster_queue_of(spec.namespace, spec.kueue.local_queue)
         return {"queue": queue, "gang_kind": "kueue", "gang_name": name, "gang_size": size}
+    if spec.volcano is not None:
+        group = inst.annotations.get(VOLCANO_GROUP_ANNOTATION)
+        return {"queue": spec.volcano.queue, "gang_kind": "volcano", "gang_name": group} | {
+            "gang_size": size
+        }
     if inst.owner_kind == "Job" and size > 1:
         return {"queue": None, "gang_kind": "job", "gang_name": inst.owner_name, "gang_size": size}
     return {"queue": None, "gang_kind": None, "gang_name": None, "gang_size": None}

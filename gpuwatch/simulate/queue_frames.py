@@ -1,9 +1,11 @@
 """The simulated fleet's queues and queued work over a window, as the store's rows.
 
 ``queue_flavors_frame`` has one row per (ClusterQueue, flavor) GPU quota
-(``gpuwatch.domain.frames.QUEUE_COLUMNS``); ``sched_workloads_frame`` one row per Kueue Workload
-that existed in the window (``SCHED_WORKLOAD_COLUMNS`` and its ``uid``), in its state at the
-window's end, as ``gpuwatch collect`` would store them from :mod:`kube_queues`' objects.
+(``gpuwatch.domain.frames.QUEUE_COLUMNS``) and one per Volcano Queue with GPUs (kind
+``volcano``, flavor ``""``); ``sched_workloads_frame`` one row per Kueue Workload and Volcano
+PodGroup that existed in the window (``SCHED_WORKLOAD_COLUMNS`` and its ``uid``), in its state
+at the window's end, as ``gpuwatch collect`` would store them from :mod:`kube_queues`' and
+:mod:`kube_volcano`'s objects.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gpuwatch.domain.frames import QUEUE_COLUMNS, SCHED_WORKLOAD_COLUMNS
 from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.kube_queues import queued_runs
 from gpuwatch.simulate.kueue_decl import CLUSTER_QUEUES, GPU, KUEUE_CLUSTER, flavor
+from gpuwatch.simulate.volcano_frames import volcano_quota_rows, volcano_workload_rows
 
 QUEUE_FRAME_COLUMNS = [c.name for c in QUEUE_COLUMNS]
 SCHED_FRAME_COLUMNS = [*(c.name for c in SCHED_WORKLOAD_COLUMNS), "uid"]
@@ -33,9 +36,7 @@ def queue_frames(
 
 
 def queue_flavors_frame(fleet: Fleet, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """The cohort's GPU quotas, seen over the whole window."""
-    if KUEUE_CLUSTER not in fleet.clusters:
-        return pd.DataFrame(columns=QUEUE_FRAME_COLUMNS)
+    """The cohort's GPU quotas and Volcano's, seen over the whole window."""
     rows = [
         {
             "cluster": KUEUE_CLUSTER,
@@ -53,15 +54,17 @@ def queue_flavors_frame(fleet: Fleet, start_ts: int, end_ts: int) -> pd.DataFram
         }
         for queue in CLUSTER_QUEUES
         for quota in queue.quotas
+        if KUEUE_CLUSTER in fleet.clusters
     ]
+    rows.extend(volcano_quota_rows(fleet, start_ts, end_ts))
     frame = pd.DataFrame(rows, columns=QUEUE_FRAME_COLUMNS)
     return frame.astype({"borrowing_limit_gpus": "float64", "lending_limit_gpus": "float64"})
 
 
 def sched_workloads_frame(fleet: Fleet, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """Every Workload created before ``end_ts`` that had not finished by ``start_ts``, as seen
-    at ``end_ts`` (times after it are not known yet); last seen when it finished, else at the
-    window's end."""
+    """Every Workload (and PodGroup) created before ``end_ts`` that had not finished by
+    ``start_ts``, as seen at ``end_ts`` (times after it are not known yet); a Workload last seen
+    when it finished, else at the window's end."""
     rows = []
     for run in queued_runs(fleet, start_ts, end_ts):
         state = run.state_at(end_ts - 1)
@@ -89,6 +92,7 @@ def sched_workloads_frame(fleet: Fleet, start_ts: int, end_ts: int) -> pd.DataFr
                 "uid": run.uid,
             }
         )
+    rows.extend(volcano_workload_rows(fleet, start_ts, end_ts))
     frame = pd.DataFrame(rows, columns=SCHED_FRAME_COLUMNS)
     types = {"created_ts": "Int64", "admitted_ts": "Int64", "finished_ts": "Int64"}
     return frame.astype(types | {"pod_count": "int64", "evictions": "int64"})

@@ -39,6 +39,7 @@ from gpuwatch.simulate.fleet import Fleet
 from gpuwatch.simulate.generate import sample_at
 from gpuwatch.simulate.httpd import BackgroundServer
 from gpuwatch.simulate.kube_objects import kube_objects
+from gpuwatch.simulate.volcano_decl import VOLCANO_CLUSTER
 
 Clock = Callable[[], float]
 _TEXT = "text/plain; charset=utf-8"
@@ -143,7 +144,9 @@ class _ExporterHttp(ThreadingHTTPServer):
 
 class LiveKubeApi(KubeApiServer):
     """The Kubernetes API of ``cluster`` in ``fleet``, its objects following ``clock``;
-    ``resource.k8s.io`` served in ``dra_version``, Kueue served in ``kueue_version``."""
+    ``resource.k8s.io`` served in ``dra_version``, Kueue served in ``kueue_version``, Volcano
+    (``scheduling.volcano.sh/v1beta1``) where ``volcano``; None: in the cluster that runs it
+    (``research-eu``), so another cluster's API answers 404 for it, as one without Volcano does."""
 
     def __init__(
         self,
@@ -155,6 +158,7 @@ class LiveKubeApi(KubeApiServer):
         refresh_s: int = 15,
         dra_version: str = "v1",
         kueue_version: str = "v1beta1",
+        volcano: bool | None = None,
     ) -> None:
         _check_cluster(fleet, cluster)
         self.fleet = fleet
@@ -165,7 +169,15 @@ class LiveKubeApi(KubeApiServer):
         self._bucket = self._current_bucket()
         self._refresh_lock = threading.Lock()
         objects = kube_objects(fleet, self._bucket, cluster, dra_version, kueue_version)
-        super().__init__(objects, host, port, dra_version=dra_version, kueue_version=kueue_version)
+        served = cluster == VOLCANO_CLUSTER if volcano is None else volcano
+        super().__init__(
+            objects,
+            host,
+            port,
+            dra_version=dra_version,
+            kueue_version=kueue_version,
+            volcano=served,
+        )
 
     def _current_bucket(self) -> int:
         now = int(self._clock())
