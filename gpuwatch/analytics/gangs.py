@@ -133,28 +133,37 @@ def stalled_samples(
     if not stalls or samples.empty:
         return pd.DataFrame(columns=columns)
     gang_pods = pods[pods["gang_name"].notna() & pods["gang_kind"].notna()]
-    held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
-    held = held[held["pod_id"].isin(gang_pods["pod_id"]).to_numpy(dtype=bool)]
+    # only the pods of gangs that stalled: most gangs never do, and their rows are most rows
+    gang_keys = list(gang_pods[list(GANG_KEYS)].astype(object).itertuples(index=False, name=None))
+    stalled_gang = [tuple(str(part) for part in key) in stalls for key in gang_keys]
+    gang_pods = gang_pods[np.array(stalled_gang, dtype=bool)]
+    mask = samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna().to_numpy()
+    mask &= samples["pod_id"].isin(gang_pods["pod_id"]).to_numpy(dtype=bool)
+    held = samples[mask]  # one copy of the few rows, never of the whole window
     if held.empty:
         return pd.DataFrame(columns=columns)
     facts = gang_pods.set_index("pod_id")[list(GANG_KEYS)].astype(object)
     ids = held["pod_id"].to_numpy(dtype="int64")
     keys = facts.loc[ids]
-    parts = []
+    ts, spans_s = held["ts"].to_numpy(), _spans_s(held)
+    share = np.zeros(len(held))
+    kinds = np.empty(len(held), dtype=object)
+    names = np.empty(len(held), dtype=object)
     for group, index in keys.groupby(list(GANG_KEYS), sort=False).indices.items():
         key = tuple(str(part) for part in cast(tuple[object, ...], group))
         spans = stalls.get((key[0], key[1], key[2], key[3]))
-        if not spans:
-            continue
-        rows = held.iloc[index].copy()
-        share = stalled_share(rows["ts"].to_numpy(), _spans_s(rows), spans)
-        rows["gang_kind"], rows["gang_name"] = key[2], key[3]
-        rows[c.STALLED_GPU_HOURS] = rows[c.GPU_HOURS].to_numpy(dtype="float64") * share
-        rows[c.STALLED_COST_USD] = rows[c.STALLED_GPU_HOURS] * rows[c.USD_PER_HOUR]
-        parts.append(rows[share > 0])
-    if not parts:
+        if spans:
+            share[index] = stalled_share(ts[index], spans_s[index], spans)
+            kinds[index], names[index] = key[2], key[3]
+    stalled = share > 0
+    if not stalled.any():
         return pd.DataFrame(columns=columns)
-    return pd.concat(parts, ignore_index=True)
+    rows = held[stalled].reset_index(drop=True)
+    rows["gang_kind"], rows["gang_name"] = kinds[stalled], names[stalled]
+    hours = rows[c.GPU_HOURS].to_numpy(dtype="float64") * share[stalled]
+    rows[c.STALLED_GPU_HOURS] = hours
+    rows[c.STALLED_COST_USD] = hours * rows[c.USD_PER_HOUR].to_numpy(dtype="float64")
+    return rows
 
 
 def _joined(values: pd.Series) -> str:
@@ -268,11 +277,12 @@ def workload_stalls(
     ``queue`` (its pods' queues ``+``-joined, empty where none) and ``stalled_gpu_hours`` /
     ``stalled_cost_usd`` (0 where it never stalled): the weekly CSV's columns."""
     keys = list(c.WORKLOAD_KEYS)
-    held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
+    held = samples[[*keys, "pod_id", c.ALLOCATED]]
+    held = held[held[c.ALLOCATED].to_numpy(dtype=bool) & held["pod_id"].notna().to_numpy()]
     if held.empty:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in WORKLOAD_STALL_COLUMNS})
     out = pod_queues(held, pods, keys)
-    rows = stalled_samples(held, pods, policy, start_ts, end_ts)
+    rows = stalled_samples(samples, pods, policy, start_ts, end_ts)
     if rows.empty:
         out[c.STALLED_GPU_HOURS] = 0.0
         out[c.STALLED_COST_USD] = 0.0

@@ -52,12 +52,13 @@ def _node_sizes(nodes: pd.DataFrame) -> dict[tuple[str, str], int]:
     return {(str(c), str(m)): int(n) for c, m, n in sizes.itertuples(index=False, name=None)}
 
 
-def _gang_workloads(pods: pd.DataFrame | None) -> set[tuple[str, ...]]:
-    if pods is None or pods.empty or "gang_kind" not in pods:
-        return set()
-    ganged = pods[pods["gang_kind"].notna()]
-    keys = ["cluster", "namespace", "workload_kind", "workload"]
-    return {key_of(k) for k in ganged[keys].itertuples(index=False, name=None)}
+_KEY_COLUMNS = ["cluster", "namespace", "workload_kind", "workload"]
+
+
+def _key_index(frame: pd.DataFrame) -> pd.MultiIndex:
+    """The workload keys of ``frame``'s rows as text (<NA> as ""), as :func:`key_of` gives."""
+    text = frame[_KEY_COLUMNS].astype(object).astype("string").fillna("")
+    return pd.MultiIndex.from_frame(text)
 
 
 def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:
@@ -67,10 +68,10 @@ def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.Data
         & samples["timeslice_replicas"].fillna(1).eq(1)
         & samples["node"].astype(object).fillna("").ne("")
     ]
-    ganged = _gang_workloads(pods)
-    keys = rows[["cluster", "namespace", "workload_kind", "workload"]]
-    in_gang = [key_of(k) in ganged for k in keys.itertuples(index=False, name=None)]
-    keep = rows["workload_kind"].isin(JOB_KINDS).to_numpy() | np.array(in_gang, dtype=bool)
+    keep = np.array(rows["workload_kind"].isin(JOB_KINDS), dtype=bool)
+    if pods is not None and not pods.empty and "gang_kind" in pods and len(rows):
+        ganged = pods[pods["gang_kind"].notna()]
+        keep = keep | _key_index(rows).isin(_key_index(ganged).unique())
     return pd.DataFrame(rows[keep])
 
 
