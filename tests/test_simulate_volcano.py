@@ -28,6 +28,7 @@ QUEUE_ROW = {
     "nominal_gpus": 4.0,
     "borrowing_limit_gpus": 0.0,
     "lending_limit_gpus": None,
+    "first_seen_ts": 1_735_689_600,  # the Queue's creationTimestamp, 2025-01-01T00:00:00Z
 }
 
 
