@@ -31,6 +31,7 @@ EXPECTED_TABLES = {
     "gpu_samples",
     "gpu_samples_hourly",
     "gpus",
+    "leases",
     "namespaces",
     "nodes",
     "pod_samples_hourly",
