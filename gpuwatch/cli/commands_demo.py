@@ -6,11 +6,12 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from sqlalchemy import Engine
 
-from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
+from gpuwatch.cli.context import AppContext, pass_app
 from gpuwatch.domain.durations import DAY_S, parse_duration
 from gpuwatch.store import repository
 from gpuwatch.store.engine import StoreError, make_engine, require_current_schema, upgrade
@@ -65,17 +66,29 @@ def build_demo_database(path: Path, *, days: int, step_s: int, seed: int, now_ts
     _progress(f"wrote {path} in {time.monotonic() - began:.1f}s")
 
 
-def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int) -> None:
-    from waitress import serve as wsgi_serve
-
+def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int, workers: int = 1) -> None:
     from gpuwatch.app.server import create_app
+    from gpuwatch.cli.wsgi import serve_threads, serve_workers
 
-    dash_app = create_app(engine, app_ctx.settings)
-    click.echo(f"gpuwatch: dashboard on http://{host}:{port}/ (Ctrl+C to stop)", err=True)
-    try:
-        wsgi_serve(dash_app.server, host=host, port=port, threads=8, ident="gpuwatch")
-    except OSError as exc:
-        raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    settings = app_ctx.settings
+    threads = settings.dashboard.threads
+    where = f"http://{host}:{port}/"
+    if workers == 1:
+        click.echo(f"gpuwatch: dashboard on {where} (Ctrl+C to stop)", err=True)
+        serve_threads(create_app(engine, settings).server, host, port, threads)
+        return
+    url = engine.url
+    engine.dispose()
+
+    def one_worker() -> Any:
+        return create_app(make_engine(url.render_as_string(hide_password=False)), settings).server
+
+    click.echo(
+        f"gpuwatch: dashboard on {where} with {workers} workers × {threads} threads "
+        "(Ctrl+C to stop)",
+        err=True,
+    )
+    serve_workers(one_worker, host, port, workers, threads)
 
 
 @click.command()
@@ -136,10 +149,16 @@ def demo(
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8050, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Worker processes (default: dashboard.workers); more than 1 serves with gunicorn.",
+)
 @pass_app
-def serve(app: AppContext, host: str, port: int) -> None:
+def serve(app: AppContext, host: str, port: int, workers: int | None) -> None:
     """Serve the dashboard on the configured database."""
     engine = app.engine()
     if repository.summary(engine).samples == 0:
         click.echo("gpuwatch: the database holds no samples yet: run `gpuwatch collect`", err=True)
-    _serve(engine, app, host, port)
+    _serve(engine, app, host, port, workers or app.settings.dashboard.workers)

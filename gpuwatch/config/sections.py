@@ -281,6 +281,10 @@ class DashboardSettings(_Section):
     password: SecretStr | None = None
     proxy_user_header: str = Field(default="X-Forwarded-User", pattern=_HEADER_NAME)
     trusted_proxies: list[IPvAnyNetwork] = Field(default_factory=list)
+    #: Processes serving the dashboard (``serve --workers``); more than 1 runs gunicorn.
+    workers: int = Field(default=1, ge=1, le=64)
+    #: Threads of each process.
+    threads: int = Field(default=8, ge=1, le=64)
 
     @model_validator(mode="after")
     def _complete(self) -> DashboardSettings:

@@ -1,0 +1,70 @@
+"""Serving the dashboard: waitress for one process, gunicorn for several workers.
+
+One worker (the default) is a waitress server with threads: no fork, works everywhere. With
+``--workers N`` (``dashboard.workers``) gunicorn forks N worker processes, each with threads,
+and each worker builds its own app and database engine after the fork (an engine's
+connections must never cross a fork). The master restarts a worker that dies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuwatch.cli.context import RuntimeFailure
+
+#: Seconds a worker may spend on one request before gunicorn replaces it.
+WORKER_TIMEOUT_S = 120
+#: Seconds a worker gets to finish its requests on SIGTERM.
+GRACEFUL_TIMEOUT_S = 30
+
+WsgiApp = Callable[..., Any]
+
+
+def serve_threads(app: WsgiApp, host: str, port: int, threads: int) -> None:
+    """Serve ``app`` from this process with waitress."""
+    from waitress import serve as wsgi_serve
+
+    try:
+        wsgi_serve(app, host=host, port=port, threads=threads, ident="gpuwatch")
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def gunicorn_options(host: str, port: int, workers: int, threads: int) -> dict[str, object]:
+    """The gunicorn settings of ``serve --workers``: gthread workers, logs on stderr."""
+    return {
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "gthread",
+        "threads": threads,
+        "timeout": WORKER_TIMEOUT_S,
+        "graceful_timeout": GRACEFUL_TIMEOUT_S,
+        "preload_app": False,
+        "accesslog": None,
+        "errorlog": "-",
+        "proc_name": "gpuwatch-dashboard",
+    }
+
+
+def serve_workers(
+    factory: Callable[[], WsgiApp], host: str, port: int, workers: int, threads: int
+) -> None:
+    """Serve the app that ``factory`` builds, once in every one of ``workers`` processes."""
+    try:
+        from gunicorn.app.base import BaseApplication
+    except ImportError:  # pragma: no cover - gunicorn is a dependency on POSIX
+        raise RuntimeFailure("--workers needs gunicorn (POSIX only): use --workers 1") from None
+
+    options = gunicorn_options(host, port, workers, threads)
+
+    class _Dashboard(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in options.items():
+                if value is not None:
+                    self.cfg.set(key, value)
+
+        def load(self) -> WsgiApp:
+            return factory()
+
+    _Dashboard().run()

@@ -1,0 +1,99 @@
+"""`gpuwatch serve --workers N`: gunicorn forks N workers that each serve every page with the
+security headers, and the master replaces a worker that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuwatch.cli.wsgi import gunicorn_options
+from gpuwatch.store.engine import make_engine, upgrade
+from tests.support.postgres import free_port
+from tests.support.prometheus import wait_until
+from tests.test_app_security import PAGES, Server
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found |= {int(p) for p in text}
+    return found
+
+
+def _healthy(server: Server, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        pytest.fail(f"gpuwatch serve exited with {process.returncode}: {server.log_text()}")
+    try:
+        return server.get("/healthz").status == 200 and len(_children(process.pid)) == 2
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int]]:
+    folder = tmp_path_factory.mktemp("serve-workers")
+    db = folder / "gpuwatch.db"
+    engine = make_engine(f"sqlite:///{db}")
+    upgrade(engine)
+    engine.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
+    env |= {"GPUWATCH_DATABASE_URL": f"sqlite:///{db}", "GPUWATCH_DASHBOARD__THREADS": "2"}
+    server = Server(free_port(), folder / "serve.log")
+    args = ["serve", "--host", "127.0.0.1", "--port", str(server.port), "--workers", "2"]
+    with server.log.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpuwatch", *args],
+            cwd=folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: _healthy(server, process), "gpuwatch serve --workers 2", 180)
+        yield server, process.pid
+    finally:
+        process.terminate()
+        assert process.wait(timeout=60) == 0, server.log_text()
+
+
+def test_the_options_run_threaded_workers_with_logs_on_stderr() -> None:
+    options = gunicorn_options("::1", 8050, 4, 8)
+    assert options["bind"] == "[::1]:8050"
+    assert (options["workers"], options["worker_class"], options["threads"]) == (4, "gthread", 8)
+    assert options["preload_app"] is False
+    assert options["errorlog"] == "-"
+
+
+def test_two_workers_serve_every_page_with_the_security_headers(
+    two_workers: tuple[Server, int],
+) -> None:
+    server, pid = two_workers
+    assert len(_children(pid)) == 2
+    for path in PAGES:
+        reply = server.get(path)
+        assert reply.status == 200, path
+        assert "content-security-policy" in reply.headers, path
+        assert reply.headers["x-content-type-options"] == "nosniff", path
+    assert "with 2 workers × 2 threads" in server.log_text()
+
+
+def test_a_worker_that_dies_is_replaced(two_workers: tuple[Server, int]) -> None:
+    server, pid = two_workers
+    before = _children(pid)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+
+    def replaced() -> bool:
+        now = _children(pid)
+        return len(now) == 2 and victim not in now
+
+    wait_until(replaced, "a replacement worker", 120)
+    wait_until(lambda: server.get("/healthz").status == 200, "the dashboard after a restart", 120)
+    assert server.get("/teams").status == 200
