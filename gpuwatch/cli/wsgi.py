@@ -44,6 +44,7 @@ def gunicorn_options(host: str, port: int, workers: int, threads: int) -> dict[s
         "accesslog": None,
         "errorlog": "-",
         "proc_name": "gpuwatch-dashboard",
+        "control_socket_disable": True,
     }
 
 

@@ -1,0 +1,164 @@
+"""The dashboard as a user meets it: Chromium timings and worker memory, N gunicorn workers.
+
+    .venv/bin/python bench/bench_browser.py --db sqlite:////tmp/demo.db --workers 4
+
+Starts ``gpuwatch serve --workers N`` on the store, waits until every worker has built its page
+data (each worker keeps its own: see docs/dashboard.md), then drives headless Chromium
+(Debian's ``chromium`` and ``chromium-driver``):
+
+- ``first load``: open the page and wait until its body is present and every graph has drawn
+  (the page's JavaScript comes from the browser cache after the first page, as for a user);
+- ``filter change``: the same page opened with a filter not asked before (a team, a cluster, a
+  GPU model, a window), as the filter bar's links do; a whole page load, so an upper bound of
+  a change inside the page.
+
+Prints median, min and max per page over ``--runs`` runs, and the resident memory of each
+worker at the end (Linux ``/proc``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from _support import ROOT, binary, free_port, machine_line, wait_until
+
+PAGES = (
+    ("/", "overview"),
+    ("/teams", "teams"),
+    ("/workloads", "workloads"),
+    ("/gpus", "gpus"),
+    ("/savings", "savings"),
+    ("/reports", "reports"),
+    ("/alerts", "alerts"),
+    ("/gpu-health", "gpu-health"),
+    ("/queues", "queues"),
+    ("/health", "health"),
+)
+FILTERS = ("window=24h", "window=30d", "window=3d", "window=14d", "window=7d&allocation=mig")
+GRAPHS_DRAWN = (
+    "return Array.from(document.querySelectorAll('.dash-graph'))"
+    ".every(e => e.querySelector('.main-svg') !== null);"
+)
+HEADLESS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--no-first-run", "--window-size=1440,1000")  # fmt: skip
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return sorted(found)
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+@contextmanager
+def serving(db_url: str, workers: int, log: Path) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
+    env["GPUWATCH_DATABASE_URL"] = db_url
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(ROOT / ".venv/bin/gpuwatch"), *args], env=env, stdout=out, stderr=out
+        )
+    try:
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def _browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary("chromium")
+    for flag in HEADLESS:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(binary("chromedriver")), options=options)
+
+
+def _open(driver: Any, url: str, page: str, timeout_s: float) -> float:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    began = time.perf_counter()
+    driver.get(url)
+    wait = WebDriverWait(driver, timeout_s, poll_frequency=0.02)
+    wait.until(ec.presence_of_element_located((By.ID, f"{page}-body")))
+    wait.until(lambda d: d.execute_script(GRAPHS_DRAWN))
+    return time.perf_counter() - began
+
+
+def _warm(driver: Any, base: str, workers: int, timeout_s: float) -> float:
+    """Open the Overview until ``2 × workers`` loads in a row take under 2 s each."""
+    began, fast = time.perf_counter(), 0
+
+    def settled() -> bool:
+        nonlocal fast
+        fast = fast + 1 if _open(driver, base + "/", "overview", timeout_s) < 2.0 else 0
+        return fast >= 2 * workers
+
+    wait_until(settled, "every worker's page data", timeout_s, interval_s=0.0)
+    return time.perf_counter() - began
+
+
+def _line(name: str, values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return f"{name:<36} {len(ms):>4} {statistics.median(ms):>9.0f} {min(ms):>9.0f} {max(ms):>9.0f}"
+
+
+def run(db_url: str, workers: int, runs: int, timeout_s: float) -> None:
+    print(machine_line())
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuwatch-bench-serve.log"
+    with serving(db_url, workers, log) as (base, pid):
+        wait_until(lambda: len(_children(pid)) == workers, "the workers", timeout_s)
+        driver = _browser()
+        try:
+            warm_s = _warm(driver, base, workers, timeout_s)
+            print(f"store: {db_url}; {workers} workers; every worker warm after {warm_s:.1f} s\n")
+            print(f"{'page / action':<36} {'n':>4} {'median':>9} {'min':>9} {'max':>9}  (ms)")
+            for path, page in PAGES:
+                values = [_open(driver, base + path, page, timeout_s) for _ in range(runs)]
+                print(_line(f"{page}: first load", values), flush=True)
+            for path, page in PAGES[:5]:
+                values = [
+                    _open(driver, f"{base}{path}?{FILTERS[i % len(FILTERS)]}", page, timeout_s)
+                    for i in range(runs)
+                ]
+                print(_line(f"{page}: filter change", values), flush=True)
+        finally:
+            driver.quit()
+        rss = [_rss_mib(child) for child in _children(pid)]
+        print(f"\nworker RSS MiB: {', '.join(f'{r:.0f}' for r in rss)} (max {max(rss):.0f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="database URL (sqlite:///… or postgresql…)")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per wait")
+    args = parser.parse_args()
+    sys.exit(run(args.db, args.workers, args.runs, args.timeout))
+
+
+if __name__ == "__main__":
+    main()
