@@ -126,6 +126,9 @@ def test_upgrading_0008_partitions_every_row_and_downgrading_restores_a_plain_ta
     with engine.connect() as conn:
         kind = conn.execute(sa.text("SELECT relkind FROM pg_class WHERE relname = 'gpu_samples'"))
         assert kind.scalar_one() == "r"
+        # A plain table: nothing to create or drop.
+        assert partitions.ensure_partitions(conn, D0, D0 + 5 * DAY) == []
+        assert partitions.drop_partitions_before(conn, D0 + 5 * DAY) == []
         left = conn.execute(
             sa.text(
                 "SELECT count(*) FROM pg_class"
