@@ -171,6 +171,8 @@ def test_a_page_spanning_three_days_creates_exactly_those_days(store_url: str) -
         cluster_id = writer.ensure_cluster(conn, "lab")
         written = collect._write_page(conn, cluster_id, _page(stamps), None, 60)[0]
     assert written == 3
+    with engine.begin() as conn:  # the same page again: an upsert of stored rows
+        assert collect._write_page(conn, cluster_id, _page(stamps), None, 60)[0] == 3
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             assert _partitions_listed(conn) == {DEFAULT, P16, P17, P18}
