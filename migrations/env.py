@@ -8,9 +8,15 @@ from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
 from gpuwatch.store.models import Base
+from gpuwatch.store.partitions import is_partition_name
 
 config = context.config
 target_metadata = Base.metadata
+
+
+def _include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Leave the partitions of ``gpu_samples`` (PostgreSQL) out of the models' comparison."""
+    return not (type_ == "table" and name is not None and is_partition_name(name))
 
 
 def _configure(connection: Connection) -> None:
@@ -19,6 +25,7 @@ def _configure(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=_include_name,
     )
 
 

@@ -70,16 +70,23 @@ def compact_store(app: AppContext, now_ts: int) -> rollup.Compaction:
 
 
 def describe_compaction(done: rollup.Compaction) -> str:
-    return (
+    said = (
         f"deleted {done.raw_deleted:,} raw samples before {_when(done.raw_kept_from_ts)} and "
         f"{done.hourly_deleted:,} hourly roll-up rows before {_when(done.hourly_kept_from_ts)}"
     )
+    days = done.partitions_dropped
+    if not days:
+        return said
+    which = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    plural = "partition" if len(days) == 1 else "partitions"
+    return f"dropped {len(days)} day {plural} of raw samples ({which}); {said}"
 
 
 @db.command("compact")
 @pass_app
 def db_compact(app: AppContext) -> None:
-    """Delete raw samples older than storage.raw_retention and hourly roll-ups older than
-    storage.hourly_retention. Every hour deleted from raw samples is kept in the roll-ups."""
+    """Delete raw samples older than storage.raw_retention (PostgreSQL: dropping whole days)
+    and hourly roll-ups older than storage.hourly_retention. Every hour deleted from raw
+    samples is kept in the roll-ups."""
     done = compact_store(app, int(datetime.now(UTC).timestamp()))
     click.echo(describe_compaction(done))

@@ -33,9 +33,9 @@ from gpuwatch.collectors.screen import SeriesIssues
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.store import partitions, rollup, writer
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import repository_scheduling as sched_store
-from gpuwatch.store import rollup, writer
 from gpuwatch.store.models import DraDevice
 
 SOURCE_PROMETHEUS = "prometheus"
@@ -184,6 +184,8 @@ def _write_page(
     idle = frozenset(gpu_ids[tuple(units[n][k] for k in writer.GPU_KEY)] for n in empty)
     columns = rows.sample_columns(frame, gpu_ids, pod_map, step_s, memory, idle)
     samples = writer.unique_samples(columns)
+    # Before anything reads gpu_samples in this transaction (PostgreSQL: day partitions).
+    partitions.ensure_partitions(conn, int(samples.ts.min()), int(samples.ts.max()))
     # Hours first written by this page are rolled up from the page itself, in memory.
     fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
     written = writer.write_unique_samples(conn, samples)

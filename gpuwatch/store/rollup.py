@@ -17,7 +17,7 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.domain.durations import DAY_S
-from gpuwatch.store import rollup_detail, rollup_health
+from gpuwatch.store import partitions, rollup_detail, rollup_health
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -263,19 +263,26 @@ def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: i
 
 @dataclass(frozen=True)
 class Compaction:
+    """What :func:`compact` removed: rows deleted, and (PostgreSQL) the day partitions of raw
+    samples dropped whole, whose rows ``raw_deleted`` does not count."""
+
     raw_deleted: int
     hourly_deleted: int
     raw_kept_from_ts: int
     hourly_kept_from_ts: int
+    partitions_dropped: tuple[str, ...] = ()
 
 
 def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) -> Compaction:
     """Delete raw samples older than ``raw_keep_s`` and roll-ups older than ``hourly_keep_s``.
 
-    Cut-offs are whole hours, so an hour is either entirely raw-backed or roll-up only.
+    Cut-offs are whole hours, so an hour is either entirely raw-backed or roll-up only. Where
+    raw samples are partitioned by day (PostgreSQL), the days wholly before the cut are dropped
+    first, then the older rows of the cut's day and of the DEFAULT partition are deleted.
     """
     raw_cut = hour_floor(int(now_ts) - int(raw_keep_s))
     hourly_cut = hour_floor(int(now_ts) - max(int(hourly_keep_s), int(raw_keep_s)))
+    dropped = partitions.drop_partitions_before(conn, raw_cut)
     raw = conn.execute(delete(GpuSample).where(GpuSample.ts < raw_cut))
     old = conn.execute(delete(GpuSampleHourly).where(GpuSampleHourly.hour_ts < hourly_cut))
     conn.execute(delete(PodSampleHourly).where(PodSampleHourly.hour_ts < hourly_cut))
@@ -285,4 +292,5 @@ def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) 
     threshold = DEFAULT_IDLE_UTIL_PCT if state is None else state.idle_util_pct
     updated = now_ts if state is None else state.updated_ts
     write_state(conn, threshold, updated, raw_cut)
-    return Compaction(int(raw.rowcount or 0), int(old.rowcount or 0), raw_cut, hourly_cut)
+    raw_deleted, hourly_deleted = int(raw.rowcount or 0), int(old.rowcount or 0)
+    return Compaction(raw_deleted, hourly_deleted, raw_cut, hourly_cut, tuple(dropped))
