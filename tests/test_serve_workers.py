@@ -69,6 +69,7 @@ def test_the_options_run_threaded_workers_with_logs_on_stderr() -> None:
     assert (options["workers"], options["worker_class"], options["threads"]) == (4, "gthread", 8)
     assert options["preload_app"] is False
     assert options["errorlog"] == "-"
+    assert options["control_socket_disable"] is True
 
 
 def test_two_workers_serve_every_page_with_the_security_headers(
