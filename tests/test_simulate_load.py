@@ -158,3 +158,8 @@ def test_load_into_a_migrated_store(migrated_engine: Engine, data: SimulatedData
         stats = load_simulated(conn, data)
     _check_store(migrated_engine, data, stats)
     assert before and indexes() == before
+    if migrated_engine.dialect.name == "postgresql":  # samples land in their days' partitions
+        with migrated_engine.connect() as conn:
+            assert _count(conn, "SELECT count(*) FROM gpu_samples_default") == 0
+            assert _count(conn, "SELECT count(*) FROM gpu_samples_p20261115") > 0
+            assert _count(conn, "SELECT count(*) FROM gpu_samples_p20261116") > 0

@@ -17,6 +17,7 @@ from sqlalchemy import Table, insert, inspect
 from sqlalchemy.engine import Connection
 
 from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES
+from gpuwatch.store import partitions
 from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS, SAMPLE_FIELDS, UTIL_SIGNALS, GpuSample
 from gpuwatch.store.sample_columns import HEALTH_INTEGER_FIELDS
 
@@ -48,6 +49,8 @@ def insert_samples(
     """Write the sample rows (``gpu_ids``: each row's unit id; ``pods``: pod ids by uid), a
     block of rows at a time (boxing every value at once took as much memory as the frame)."""
     table = _table()
+    if len(samples):
+        partitions.ensure_partitions(conn, int(samples["ts"].min()), int(samples["ts"].max()))
     columns = _ordered_columns(samples, gpu_ids, pods)
     names = tuple(columns)
     deferred = [ix for ix in table.indexes if ix.name in _existing_indexes(conn, table)]
