@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/bench_browser.py --db sqlite:////tmp/demo.db --workers 4
 
-Starts ``gpuwatch serve --workers N`` on the store, waits until every worker has built its page
-data (each worker keeps its own: see docs/dashboard.md), then drives headless Chromium
+Starts ``gpuwatch serve --workers N`` on the store, opens the Overview 3 × N times so that every
+worker builds its page data (each worker keeps its own: see docs/dashboard.md), then drives
+headless Chromium
 (Debian's ``chromium`` and ``chromium-driver``):
 
 - ``first load``: open the page and wait until its body is present and every graph has drawn
@@ -107,17 +108,10 @@ def _open(driver: Any, url: str, page: str, timeout_s: float) -> float:
     return time.perf_counter() - began
 
 
-def _warm(driver: Any, base: str, workers: int, timeout_s: float) -> float:
-    """Open the Overview until ``2 × workers`` loads in a row take under 2 s each."""
-    began, fast = time.perf_counter(), 0
-
-    def settled() -> bool:
-        nonlocal fast
-        fast = fast + 1 if _open(driver, base + "/", "overview", timeout_s) < 2.0 else 0
-        return fast >= 2 * workers
-
-    wait_until(settled, "every worker's page data", timeout_s, interval_s=0.0)
-    return time.perf_counter() - began
+def _warm(driver: Any, base: str, workers: int, timeout_s: float) -> list[float]:
+    """Open the Overview ``3 × workers`` times, so that every worker has built its page data
+    (requests spread over the workers), and return those load times."""
+    return [_open(driver, base + "/", "overview", timeout_s) for _ in range(3 * workers)]
 
 
 def _line(name: str, values: list[float]) -> str:
@@ -132,8 +126,9 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> None:
         wait_until(lambda: len(_children(pid)) == workers, "the workers", timeout_s)
         driver = _browser()
         try:
-            warm_s = _warm(driver, base, workers, timeout_s)
-            print(f"store: {db_url}; {workers} workers; every worker warm after {warm_s:.1f} s\n")
+            warm = _warm(driver, base, workers, timeout_s)
+            print(f"store: {db_url}; {workers} workers")
+            print(f"warm-up loads (s): {', '.join(f'{w:.1f}' for w in warm)}\n")
             print(f"{'page / action':<36} {'n':>4} {'median':>9} {'min':>9} {'max':>9}  (ms)")
             for path, page in PAGES:
                 values = [_open(driver, base + path, page, timeout_s) for _ in range(runs)]
