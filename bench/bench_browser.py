@@ -4,8 +4,7 @@
 
 Starts ``gpuwatch serve --workers N`` on the store, opens the Overview 3 × N times so that every
 worker builds its page data (each worker keeps its own: see docs/dashboard.md), then drives
-headless Chromium
-(Debian's ``chromium`` and ``chromium-driver``):
+headless Chromium (Debian's ``chromium`` and ``chromium-driver``):
 
 - ``first load``: open the page and wait until its body is present and every graph has drawn
   (the page's JavaScript comes from the browser cache after the first page, as for a user);
