@@ -67,7 +67,7 @@ def _rss_mib(pid: int) -> float:
 
 
 @contextmanager
-def serving(db_url: str, workers: int, log: Path) -> Iterator[tuple[str, int]]:
+def serving(db_url: str, workers: int, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
     env["GPUWATCH_DATABASE_URL"] = db_url
@@ -77,7 +77,7 @@ def serving(db_url: str, workers: int, log: Path) -> Iterator[tuple[str, int]]:
             [str(ROOT / ".venv/bin/gpuwatch"), *args], env=env, stdout=out, stderr=out
         )
     try:
-        yield f"http://127.0.0.1:{port}", process.pid
+        yield f"http://127.0.0.1:{port}", process
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -121,8 +121,15 @@ def _line(name: str, values: list[float]) -> str:
 def run(db_url: str, workers: int, runs: int, timeout_s: float) -> None:
     print(machine_line())
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuwatch-bench-serve.log"
-    with serving(db_url, workers, log) as (base, pid):
-        wait_until(lambda: len(_children(pid)) == workers, "the workers", timeout_s)
+    with serving(db_url, workers, log) as (base, process):
+        pid = process.pid
+
+        def started() -> bool:
+            if process.poll() is not None:
+                sys.exit(f"gpuwatch serve exited: {log.read_text(errors='replace')}")
+            return len(_children(pid)) == workers
+
+        wait_until(started, "the workers", timeout_s)
         driver = _browser()
         try:
             warm = _warm(driver, base, workers, timeout_s)
