@@ -21,8 +21,14 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from gpuwatch.cli.lease_guard import Leadership, LeaseStop
+from gpuwatch.collectors.collect import Window, collect
+from gpuwatch.collectors.prometheus import PrometheusSource
+from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.domain.durations import rfc3339
-from gpuwatch.store.engine import make_engine
+from gpuwatch.domain.labels import LabelVariants
+from gpuwatch.store.engine import make_engine, upgrade
+from gpuwatch.store.lease import Lease
 from tests.support import dcgm_fixture as fx
 from tests.support.cli import run_gpuwatch
 from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks, wait_until
@@ -43,8 +49,8 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    """Eight hours of the fixture fleet, ending an hour or two before now (``--follow`` collects up to
-    now, so the window must be recent)."""
+    """Eight hours of the fixture fleet, ending an hour or two before now (``--follow``
+    collects up to now, so the window must be recent)."""
     now_ts = int(datetime.now(UTC).timestamp())
     end_ts = now_ts - now_ts % HOUR_S - HOUR_S
     start_ts = end_ts - 8 * HOUR_S
@@ -167,3 +173,61 @@ def test_postgres_the_survivor_takes_over_and_nothing_is_lost_or_doubled(
     fleet: Fleet, postgres_url: str, tmp_path: Path
 ) -> None:
     _failover(fleet, postgres_url, tmp_path)
+
+
+def test_a_leader_that_lost_the_lease_stops_before_its_next_page(
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'lost.db'}")
+    upgrade(engine)
+    lead = Leadership(Lease(engine, "collect:lab", "replica-a", 45), "cluster lab", 1.0,
+                      lambda: fleet.end_ts)  # fmt: skip
+    assert lead.take().held
+    stop = LeaseStop()
+    stop.gate = lead.keep
+
+    def taken_after_two_pages(done: int, _total: int, _samples: int) -> None:
+        if done == 2:  # another replica took the lease (as if this one had stalled past it)
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.text("UPDATE leases SET holder = 'replica-b', expires_ts = :until"),
+                    {"until": fleet.end_ts + HOUR_S},
+                )
+
+    window = Window(fleet.start_ts, fleet.start_ts + 2 * HOUR_S, fx.STEP_S, 600)
+    source = PrometheusSource(fleet.prometheus.url, Catalogue())
+    stats = collect(engine, "lab", window, source, None, LabelVariants(), fleet.end_ts,
+                    progress=taken_after_two_pages, stop=stop)  # fmt: skip
+    assert stats.pages == 2
+    assert _watermark(engine) == fleet.start_ts + 1200
+    assert lead.lost and not stop.is_set()
+    said = capsys.readouterr().err
+    assert "collect: lost the lease: replica-b collects cluster lab (lease until " in said
+    engine.dispose()
+
+
+def test_a_one_shot_collect_refuses_while_another_replica_holds_the_lease(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'held.db'}"
+    config = _config(tmp_path, url, fleet.prometheus.url)
+    assert run_gpuwatch("--config", str(config), "db", "upgrade", env={}).returncode == 0
+    engine = make_engine(url)
+    now_ts = int(datetime.now(UTC).timestamp())
+    assert Lease(engine, "collect:lab", "replica-z", 3600).acquire(now_ts).held
+    window = ["--start", rfc3339(fleet.start_ts), "--end", rfc3339(fleet.start_ts + HOUR_S)]
+    refused = run_gpuwatch("--config", str(config), "collect", "--no-kubernetes", *window, env={})
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "gpuwatch: another collector holds the lease: replica-z collects cluster lab (lease until "
+    )
+    assert _scalar(engine, "SELECT count(*) FROM gpu_samples") == 0
+    forced = run_gpuwatch("--config", str(config), "collect", "--no-kubernetes", "--ignore-lease",
+                          *window, env={})  # fmt: skip
+    assert forced.returncode == 0, forced.stderr
+    # 17 units × 60 steps, less the first step of node-b's 4 (scraped after the instant).
+    assert _scalar(engine, "SELECT count(*) FROM gpu_samples") == 13 * 60 + 4 * 59
+    listed = run_gpuwatch("--config", str(config), "db", "leases", env={})
+    assert listed.returncode == 0
+    assert listed.stdout.startswith("collect:lab: replica-z, held until ")
+    engine.dispose()
