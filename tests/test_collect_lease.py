@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from gpuwatch.store.engine import make_engine, upgrade
 from gpuwatch.store.lease import (
+    UPGRADE_LOCK,
     Holding,
     Lease,
     advisory_key,
@@ -18,6 +19,7 @@ from gpuwatch.store.lease import (
     lease_name,
     may_take,
     read_all,
+    upgrade_lock,
 )
 
 NAME = "collect:prod-us-east"
@@ -144,3 +146,13 @@ def test_postgres_a_holder_whose_session_ends_loses_the_lease(
     lost = a.acquire(1002)
     assert not lost.held and not a.held
     assert lost.holding is not None and lost.holding.holder == "b:2"
+
+
+@pytest.mark.postgres
+def test_postgres_db_upgrade_runs_one_at_a_time(pg_engines: tuple[Engine, Engine]) -> None:
+    key = {"k": advisory_key(UPGRADE_LOCK)}
+    try_lock = sa.text("SELECT pg_try_advisory_lock(:k)")
+    with pg_engines[1].connect() as other:
+        with upgrade_lock(pg_engines[0]):
+            assert other.execute(try_lock, key).scalar() is False
+        assert other.execute(try_lock, key).scalar() is True

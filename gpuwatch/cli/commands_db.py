@@ -22,7 +22,8 @@ def db() -> None:
 def db_upgrade(app: AppContext) -> None:
     """Apply the migrations to the configured database, creating it if missing."""
     engine = app.engine(check_schema=False)
-    before, after = upgrade(engine)
+    with lease.upgrade_lock(engine):
+        before, after = upgrade(engine)
     where = app.settings.safe_database_url()
     if before == after:
         click.echo(f"{where}: schema already at {after}")

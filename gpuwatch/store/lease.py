@@ -15,7 +15,8 @@ clock as an argument; :class:`Lease` does the I/O, with ``now_ts`` passed in by 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, case, select, text, update
@@ -200,3 +201,23 @@ class Lease:
         """Drop the lock's connection without touching the row (tests: a holder that died)."""
         self._held = False
         self._drop_lock_conn()
+
+
+#: The advisory lock that serialises ``db upgrade`` runs (two collector pods start together).
+UPGRADE_LOCK = "db upgrade"
+
+
+@contextmanager
+def upgrade_lock(engine: Engine) -> Iterator[None]:
+    """On PostgreSQL, hold :data:`UPGRADE_LOCK` (waiting for it) while the body runs, so that
+    replicas applying the migrations at once do so one after the other; nothing on SQLite."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    key = advisory_key(UPGRADE_LOCK)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
