@@ -122,6 +122,11 @@ def test_postgres_a_dead_holder_is_replaced_at_once(pg_engines: tuple[Engine, En
     a = Lease(pg_engines[0], NAME, "a:1", TTL_S)
     b = Lease(pg_engines[1], NAME, "b:2", TTL_S)
     assert a.acquire(1000).held
+    # The server drops a vanished host's connection (and lock) within two thirds of the TTL.
+    assert a._lock_conn is not None
+    shown = [a._lock_conn.execute(sa.text(f"SHOW tcp_keepalives_{k}")).scalar()
+             for k in ("idle", "interval", "count")]  # fmt: skip
+    assert shown == ["15", "5", "3"]
     a.close()  # the holder's connection is gone, its row still says it holds the lease
     assert b.acquire(1001).held
 

@@ -9,6 +9,7 @@ between rounds; a holder that finds the lease gone stops before its next page an
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -19,6 +20,7 @@ from typing import TypeVar
 
 import click
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from gpuwatch.cli.context import RuntimeFailure
 from gpuwatch.collectors.stop import Interrupted, Stop
@@ -51,7 +53,7 @@ def _scope(settings: Settings) -> str:
 def _until(attempt: Attempt) -> str:
     holding = attempt.holding
     if holding is None:
-        return "another replica"
+        return "another replica collects"
     return f"{holding.holder} collects"
 
 
@@ -84,6 +86,7 @@ class Leadership:
             self.lost = False
         elif not self.lost:
             self.lost = True
+            self._told = attempt.holding.holder if attempt.holding is not None else ""
             click.echo(
                 f"collect: lost the lease: {self.who(attempt)}; this replica stopped writing "
                 "and waits",
@@ -120,7 +123,9 @@ class Leadership:
         return False
 
     def release(self) -> None:
-        self.lease.release(self.clock())
+        """Give the lease up; where the store cannot be reached, it expires on its own."""
+        with contextlib.suppress(DBAPIError):
+            self.lease.release(self.clock())
 
 
 def leadership(settings: Settings, engine: Engine, clock: Callable[[], int]) -> Leadership:
