@@ -3,12 +3,15 @@ its TTL) and on PostgreSQL (the advisory lock, with the row for who holds it).""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from gpuwatch.cli.lease_guard import Leadership
+from gpuwatch.collectors.stop import Stop
 from gpuwatch.store.engine import make_engine, upgrade
 from gpuwatch.store.lease import (
     UPGRADE_LOCK,
@@ -161,3 +164,28 @@ def test_postgres_db_upgrade_runs_one_at_a_time(pg_engines: tuple[Engine, Engine
         with upgrade_lock(pg_engines[0]):
             assert other.execute(try_lock, key).scalar() is False
         assert other.execute(try_lock, key).scalar() is True
+
+
+def test_a_waiting_replica_says_once_who_collects_and_when_it_takes_over(
+    sqlite_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert Lease(sqlite_engine, NAME, "a:1", TTL_S).acquire(1000).held
+    ticks = itertools.count(1000, 10)  # each look at the clock, 10 s later
+    lead = Leadership(Lease(sqlite_engine, NAME, "b:2", TTL_S), "cluster prod-us-east", 0.01,
+                      lambda: next(ticks))  # fmt: skip
+    assert lead.wait(Stop())
+    said = capsys.readouterr()
+    # a's lease (until 1045) expired at b's sixth try, at 1050.
+    assert said.err == (
+        "collect: waiting: a:1 collects cluster prod-us-east (lease until 1970-01-01T00:17:25Z)\n"
+    )
+    assert said.out == "collect: leading: b:2 collects cluster prod-us-east\n"
+    assert read_all(sqlite_engine) == [Holding(NAME, "b:2", 1050, 1050, 1095)]
+
+
+def test_a_stop_while_waiting_ends_the_wait(sqlite_engine: Engine) -> None:
+    assert Lease(sqlite_engine, NAME, "a:1", TTL_S).acquire(1000).held
+    lead = Leadership(Lease(sqlite_engine, NAME, "b:2", TTL_S), "cluster x", 0.01, lambda: 1001)
+    stop = Stop()
+    stop.set()
+    assert not lead.wait(stop)

@@ -99,8 +99,13 @@ class Leadership:
         The replica says who collects once per holder, and when it takes over."""
         waited = False
         while not stop.is_set():
-            attempt = self.take()
+            try:
+                attempt = self.take()
+            except DBAPIError:  # the store is busy or away: ask again at the next poll
+                stop.wait(self.poll_s)
+                continue
             if attempt.held:
+                self._told = None
                 if waited:
                     click.echo(f"collect: leading: {self.lease.holder} collects {self.scope}")
                 return True
