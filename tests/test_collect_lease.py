@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -12,6 +13,7 @@ from sqlalchemy import Engine
 
 from gpuwatch.cli.lease_guard import Leadership
 from gpuwatch.collectors.stop import Stop
+from gpuwatch.config import ConfigError, load_settings
 from gpuwatch.store.engine import make_engine, upgrade
 from gpuwatch.store.lease import (
     UPGRADE_LOCK,
@@ -189,3 +191,35 @@ def test_a_stop_while_waiting_ends_the_wait(sqlite_engine: Engine) -> None:
     stop = Stop()
     stop.set()
     assert not lead.wait(stop)
+
+
+_IN_FILE = "in config file {path}: "
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("lease_ttl: 1s", "collect.lease_ttl " + _IN_FILE + "Value error, must be at least 2s"),
+        ("lease_poll: 0", "collect.lease_poll " + _IN_FILE + "Value error, must be at least 1s"),
+        (
+            "{lease_ttl: 10s, lease_poll: 10s}",
+            "collect " + _IN_FILE + "Value error, lease_poll must be shorter than lease_ttl",
+        ),
+        ("holder: ''", "collect.holder " + _IN_FILE + "String should have at least 1 character"),
+    ],
+)
+def test_a_bad_lease_setting_names_the_key_and_the_file(
+    tmp_path: Path, section: str, message: str
+) -> None:
+    path = tmp_path / "gpuwatch.yaml"
+    body = section if section.startswith("{") else "\n  " + section
+    path.write_text(f"collect: {body}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(str(path), environ={})
+    assert str(error.value).startswith(message.format(path=path))
+
+
+def test_the_lease_settings_default_to_a_takeover_within_a_minute() -> None:
+    config = load_settings(None, environ={}).collect
+    assert (config.lease_ttl.total_seconds(), config.lease_poll.total_seconds()) == (45, 5)
+    assert config.holder is None
