@@ -107,7 +107,9 @@ class Leadership:
             if attempt.held:
                 self._told = None
                 if waited:
-                    click.echo(f"collect: leading: {self.lease.holder} collects {self.scope}")
+                    click.echo(
+                        f"collect: leading: {self.lease.holder} collects {self.scope}", err=True
+                    )
                 return True
             holder = attempt.holding.holder if attempt.holding is not None else ""
             if holder != self._told:
