@@ -233,9 +233,22 @@ def test_the_dashboard_is_probed_and_served() -> None:
     service = _one("Service", "gpuwatch-dashboard")
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert deployment["spec"]["replicas"] == 2
+
+
+def test_two_collectors_share_a_lease_that_fails_over_within_a_minute(tmp_path: Path) -> None:
     collector = _one("Deployment", "gpuwatch-collector")
-    assert collector["spec"]["replicas"] == 1
+    assert collector["spec"]["replicas"] == 2
+    # The old version stops before the new one migrates the schema.
     assert collector["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = _pod_spec(collector)["containers"]
+    assert container["args"][:2] == ["collect", "--follow"]
+    assert "--ignore-lease" not in container["args"]
+    path = tmp_path / "gpuwatch.yaml"
+    path.write_text(_one("ConfigMap", "gpuwatch-config")["data"]["gpuwatch.yaml"])
+    lease = load_settings(str(path), environ={}).collect
+    assert lease.holder is None  # each pod's own name
+    assert (lease.lease_ttl + lease.lease_poll).total_seconds() <= 60
 
 
 def _env(container: dict[str, Any]) -> dict[str, Any]:

@@ -197,6 +197,7 @@ CASES: list[tuple[tuple[str, ...], list[str], int]] = [
     ),
     (("db", "rollup"), ["db", "rollup"], 0),
     (("db", "compact"), ["db", "compact"], 0),
+    (("db", "leases"), ["-v", "db", "leases"], 0),
     (("report", "weekly"), ["report", "weekly", "--week", WEEK], 0),
     (
         ("recommend",),

@@ -12,6 +12,7 @@ import click
 
 from gpuwatch.cli.commands_db import compact_store, describe_compaction
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
+from gpuwatch.cli.lease_guard import Leadership, LeaseStop, lead_or_refuse, leadership
 from gpuwatch.collectors.collect import (
     SOURCE_PROMETHEUS,
     CollectStats,
@@ -282,6 +283,12 @@ def _report(stats: CollectStats) -> None:
     help="Store pages naming more new GPU units than prometheus.max_new_units_ratio allows "
     "(a fleet that really grew).",
 )
+@click.option(
+    "--ignore-lease",
+    is_flag=True,
+    help="Collect once even while another replica holds the collector lease (a backfill of an "
+    "old window with --start/--end); not with --follow.",
+)
 @pass_app
 def collect_command(
     app: AppContext,
@@ -291,8 +298,10 @@ def collect_command(
     interval: str,
     no_kubernetes: bool,
     accept_new_units: bool,
+    ignore_lease: bool,
 ) -> None:
-    """Collect DCGM samples and GPU pods into the store (idempotent; resumes where it stopped)."""
+    """Collect DCGM samples and GPU pods into the store (idempotent; resumes where it stopped).
+    Of several replicas for the same cluster, the one holding the lease collects."""
     start_ts, end_ts = _bounds(start, end, datetime.now(UTC))
     try:
         pause_s = parse_duration(interval).total_seconds()
@@ -300,16 +309,27 @@ def collect_command(
         raise click.BadParameter(str(exc), param_hint="--interval") from None
     if follow and end_ts is not None:
         raise click.UsageError("--follow collects up to now: it takes no --end")
+    if follow and ignore_lease:
+        raise click.UsageError("--follow always takes the lease: --ignore-lease is for one run")
     stop = _stop_on_signals()
-    done = run_once(app, start_ts, end_ts, stop, not no_kubernetes, accept_new_units)
-    _end_first_round(app, done, stop, follow)
-    if follow:
-        _follow(app, stop, pause_s, not no_kubernetes, accept_new_units)
+    lead = None if ignore_lease else leadership(app.settings, app.engine(), _now_ts)
+    if lead is not None and not lead_or_refuse(lead, stop, follow):
+        return
+    try:
+        done = run_once(app, start_ts, end_ts, stop, not no_kubernetes, accept_new_units)
+        _end_first_round(app, done, stop, follow)
+        if follow:
+            _follow(app, stop, pause_s, not no_kubernetes, accept_new_units, lead)
+        elif lead is not None and lead.lost:
+            raise RuntimeFailure(f"the lease was lost during the collection: {_written(app, done)}")
+    finally:
+        if lead is not None:
+            lead.release()
 
 
-def _stop_on_signals() -> Stop:
-    """A stop request that SIGTERM and SIGINT set."""
-    stop = Stop()
+def _stop_on_signals() -> LeaseStop:
+    """A stop request that SIGTERM and SIGINT set (and a lost lease, once a lease is taken)."""
+    stop = LeaseStop()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.set_from_signal(signum)
@@ -336,11 +356,19 @@ def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> 
 
 
 def _follow(
-    app: AppContext, stop: Stop, pause_s: float, with_kube: bool, accept_new_units: bool
+    app: AppContext,
+    stop: Stop,
+    pause_s: float,
+    with_kube: bool,
+    accept_new_units: bool,
+    lead: Leadership | None = None,
 ) -> None:
-    """Further rounds every ``pause_s`` until a signal; each ends after its current write."""
+    """Further rounds every ``pause_s`` until a signal; each ends after its current write. With
+    a lease, the pause renews it, and a replica that lost it waits for it before its next round."""
     compacted_ts = 0
-    while not stop.wait(pause_s):
+    while not (lead.pause(stop, pause_s) if lead is not None else stop.wait(pause_s)):
+        if lead is not None and not (lead.keep() or lead.wait(stop)):
+            break
         _end_round(app, run_once(app, None, None, stop, with_kube, accept_new_units), stop)
         if stop.is_set():
             break

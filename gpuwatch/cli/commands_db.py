@@ -1,4 +1,4 @@
-"""``gpuwatch db``: the store's schema, hourly roll-ups and retention."""
+"""``gpuwatch db``: the store's schema, hourly roll-ups, retention and collector leases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import click
 
 from gpuwatch.cli.context import AppContext, pass_app
-from gpuwatch.store import rollup
+from gpuwatch.domain.durations import rfc3339
+from gpuwatch.store import lease, rollup
 from gpuwatch.store.engine import current_revision, head_revision, refuse_newer_schema, upgrade
 
 
@@ -21,7 +22,8 @@ def db() -> None:
 def db_upgrade(app: AppContext) -> None:
     """Apply the migrations to the configured database, creating it if missing."""
     engine = app.engine(check_schema=False)
-    before, after = upgrade(engine)
+    with lease.upgrade_lock(engine):
+        before, after = upgrade(engine)
     where = app.settings.safe_database_url()
     if before == after:
         click.echo(f"{where}: schema already at {after}")
@@ -90,3 +92,24 @@ def db_compact(app: AppContext) -> None:
     samples is kept in the roll-ups."""
     done = compact_store(app, int(datetime.now(UTC).timestamp()))
     click.echo(describe_compaction(done))
+
+
+def describe_lease(holding: lease.Holding, now_ts: int) -> str:
+    """One line of ``db leases``: what the lease guards, who holds it, since and until when."""
+    state = "held" if holding.expires_ts > now_ts else "expired"
+    return (
+        f"{holding.name}: {holding.holder}, {state} until {rfc3339(holding.expires_ts)} "
+        f"(since {rfc3339(holding.acquired_ts)}, renewed {rfc3339(holding.renewed_ts)})"
+    )
+
+
+@db.command("leases")
+@pass_app
+def db_leases(app: AppContext) -> None:
+    """Show who collects: the collector leases, their holders and until when they hold them."""
+    holdings = lease.read_all(app.engine())
+    if not holdings:
+        click.echo("no collector lease yet: no `collect` has taken one on this store")
+    now_ts = int(datetime.now(UTC).timestamp())
+    for holding in holdings:
+        click.echo(describe_lease(holding, now_ts))

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpuwatch.config.sections import (
     AlertSettings,
+    CollectSettings,
     DashboardSettings,
     Duration,
     HealthSettings,
@@ -36,6 +37,7 @@ from gpuwatch.domain.redact import MASK, mask_text, mask_url, url_password
 
 __all__ = [
     "AlertSettings",
+    "CollectSettings",
     "ConfigError",
     "DashboardSettings",
     "Duration",
@@ -97,6 +99,7 @@ class Settings(BaseSettings):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    collect: CollectSettings = Field(default_factory=CollectSettings)
     dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @classmethod

@@ -299,3 +299,31 @@ class DashboardSettings(_Section):
                 "auth proxy needs dashboard.trusted_proxies: the addresses or CIDRs of the proxy"
             )
         return self
+
+
+class CollectSettings(_Section):
+    """The leader lease of ``collect`` replicas (docs/deploy.md#running-two-collectors)."""
+
+    lease_ttl: Duration = timedelta(seconds=45)
+    lease_poll: Duration = timedelta(seconds=5)
+    holder: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @field_validator("lease_ttl")
+    @classmethod
+    def _ttl(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 2:
+            raise ValueError("must be at least 2s")
+        return value
+
+    @field_validator("lease_poll")
+    @classmethod
+    def _poll(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 1:
+            raise ValueError("must be at least 1s")
+        return value
+
+    @model_validator(mode="after")
+    def _poll_within_ttl(self) -> CollectSettings:
+        if self.lease_poll >= self.lease_ttl:
+            raise ValueError("lease_poll must be shorter than lease_ttl")
+        return self
