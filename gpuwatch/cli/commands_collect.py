@@ -22,6 +22,7 @@ from gpuwatch.collectors.collect import (
 from gpuwatch.collectors.growth import NewUnitLimit, UnitGrowthError, page_for_budget
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
+from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
@@ -74,17 +75,33 @@ def _bounds(start: str | None, end: str | None, now: datetime) -> tuple[int | No
 def prometheus_source(settings: Settings, stop: Stop = NEVER) -> PrometheusSource:
     prom = settings.prometheus
     catalogue = Catalogue(tuple(prom.matchers), prom.cluster_label, settings.cluster)
-    headers = {k: v.get_secret_value() for k, v in prom.headers.items()}
     return PrometheusSource(
         prom.url,
         catalogue,
-        headers,
+        None,
         prom.timeout.total_seconds(),
         prom.retries,
         max_series=prom.max_series,
         max_samples=prom.max_samples_per_request,
         page_timeout_s=prom.page_timeout.total_seconds(),
         stop=stop,
+        http=_http_options(settings),
+        node_labels=tuple(prom.labels.hostname),
+    )
+
+
+def _http_options(settings: Settings) -> HttpOptions:
+    """The headers, authentication and TLS trust of every request to Prometheus."""
+    prom = settings.prometheus
+    basic = prom.basic_auth
+    return HttpOptions(
+        headers={k: v.get_secret_value() for k, v in prom.headers.items()},
+        tenant=prom.tenant,
+        bearer_token=prom.bearer_token.get_secret_value() if prom.bearer_token else None,
+        bearer_token_file=prom.bearer_token_file,
+        basic_auth=(basic.username, basic.password.get_secret_value()) if basic else None,
+        ca_file=prom.tls_ca_file,
+        insecure_skip_verify=prom.tls_insecure_skip_verify,
     )
 
 
@@ -266,6 +283,8 @@ def _report(stats: CollectStats) -> None:
         click.echo(stats.queues)
     for line in stats.issues.lines():
         click.echo(f"gpuwatch: warning: {line}", err=True)
+    if stats.partial is not None:
+        click.echo(f"gpuwatch: warning: {stats.partial.describe()}", err=True)
 
 
 @click.command("collect")
