@@ -79,7 +79,8 @@ _LIMIT_STATUS = frozenset({400, 422, 500, 503})
 
 class ServerLimit(Exception):
     """The server refused a query for one of its limits: ``kind`` says what it counts,
-    ``setting`` the server's setting that sets it."""
+    ``setting`` the server's setting that sets it; ``text`` is the server's (the part that names
+    the limit, when it is long)."""
 
     def __init__(self, status: int, text: str, kind: LimitKind, setting: str) -> None:
         super().__init__(f"HTTP status {status}: {text}")
@@ -100,8 +101,10 @@ def server_limit(status: int, text: str) -> ServerLimit | None:
         return None
     lowered = text.lower()
     for known in _LIMITS:
-        if known.text in lowered:
-            return ServerLimit(status, text, known.kind, known.setting)
+        at = lowered.find(known.text)
+        if at >= 0:
+            excerpt = text if len(text) <= 240 else "…" + text[max(0, at - 40) : at + 200] + "…"
+            return ServerLimit(status, excerpt, known.kind, known.setting)
     return None
 
 

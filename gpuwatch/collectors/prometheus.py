@@ -121,7 +121,7 @@ class PrometheusSource:
         except ServerLimit as limit:
             if split:
                 raise
-            raise PrometheusError(self._limit_text(what, limit)) from None
+            raise PrometheusError(self._limit_text(what, limit, "")) from None
         except RetriesExhausted as done:
             if isinstance(done.failure, PartialError):
                 server = f"Prometheus at {mask_url(self.url)}"
@@ -266,7 +266,10 @@ class PrometheusSource:
             log.info("%s: asking for %s in two halves", limit, request.field)
             return [replace(request, params=half) for half in halves]
         if request.node is not None:
-            raise PrometheusError(self._limit_text(f"the range query of {request.field}", limit))
+            what = f"the range query of {request.field}"
+            raise PrometheusError(
+                self._limit_text(what, limit, " even for one node at one instant")
+            )
         self._by_node.add(request.field)
         self._cap.pop(request.field, None)
         return self._node_parts(request, page, nodes, limit)
@@ -282,7 +285,9 @@ class PrometheusSource:
         if not nodes:
             nodes.update(self._list_nodes(page))
         if not nodes and limit is not None:
-            raise PrometheusError(self._limit_text(f"the range query of {request.field}", limit))
+            what = f"the range query of {request.field}"
+            why = f" even for one instant, and no series has a node label ({self.node_labels})"
+            raise PrometheusError(self._limit_text(what, limit, why))
         ((label, values),) = nodes.items() if nodes else (("", []),)
         parts = []
         for matcher in promsplit.node_matchers(label, values):
@@ -295,28 +300,30 @@ class PrometheusSource:
 
     def _list_nodes(self, page: tuple[int, int, int]) -> dict[str, list[str]]:
         """The first hostname label of the schema that the page's series carry, and its values
-        (empty: none)."""
+        (empty: none); where the server refuses to match the series for a limit, the label's
+        values of all series (a node without DCGM series only costs an empty answer)."""
         first, last, step_s = page
         metrics = tuple(m for q in self.catalogue.fields for m in q.metrics)
-        params = {
-            "match[]": self.catalogue.selector_any(metrics),
-            "start": str(first - self.catalogue.capacity_step_s(step_s)),
-            "end": str(last),
-        }
+        span = {"start": str(first - self.catalogue.capacity_step_s(step_s)), "end": str(last)}
+        matched = {"match[]": self.catalogue.selector_any(metrics), **span}
         for label in self.node_labels:
-            body = self._call(
-                "a label values query", partial(self._get, f"label/{label}/values", params)
-            )
+            path = f"label/{label}/values"
+            try:
+                body = self._call(
+                    "a label values query", partial(self._get, path, matched), split=True
+                )
+            except ServerLimit:
+                body = self._call("a label values query", partial(self._get, path, span))
             values = promsplit.node_values(orjson.loads(body))
             if values:
                 return {label: values}
         return {}
 
-    def _limit_text(self, what: str, limit: ServerLimit) -> str:
+    def _limit_text(self, what: str, limit: ServerLimit, why: str) -> str:
         return (
-            f"Prometheus at {mask_url(self.url)} refused {what} even for one node at one "
-            f"instant, for its limit {limit.setting}: raise that limit on the server "
-            f"({limit.text[:200]})"
+            f"Prometheus at {mask_url(self.url)} refused {what}{why}, for its limit "
+            f"{limit.setting}: raise that limit on the server "
+            f"({limit.text})"
         )
 
     def _range_body(self, params: Mapping[str, str]) -> bytes:

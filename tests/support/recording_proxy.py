@@ -44,9 +44,12 @@ class _Handler(BaseHTTPRequestHandler):
         if form is not None:
             query |= dict(parse_qsl(form.decode()))
         proxy = self.server.proxy
+        seen = Seen(self.command, parts.path, query, dict(self.headers.items()))
         with proxy.lock:
-            proxy.seen.append(Seen(self.command, parts.path, query, dict(self.headers.items())))
+            proxy.seen.append(seen)
         status, body = proxy.forward(self.path, form, self.headers.get("Content-Type"))
+        with proxy.lock:
+            proxy.answered.append((seen, status))
         if status == 200 and proxy.rewrite is not None:
             body = proxy.rewrite(parts.path, query, body) or body
         self.send_response(status)
@@ -76,6 +79,8 @@ class RecordingProxy:
         self.rewrite = rewrite
         self.lock = threading.Lock()
         self.seen: list[Seen] = []
+        #: Each request with the status of the upstream's answer, in the order answered.
+        self.answered: list[tuple[Seen, int]] = []
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
