@@ -133,6 +133,25 @@ def _prometheus_state(engine: Engine) -> tuple[int | None, dict[str, Any]]:
     return mark, detail if isinstance(detail, dict) else orjson.loads(detail)
 
 
+def _health_page(engine: Engine) -> str:
+    """The Data health page of the store, rendered as the dashboard sends it."""
+    import importlib
+    import json
+
+    import plotly.utils
+
+    from gpuwatch.app.data import DashboardData
+    from gpuwatch.app.server import create_app
+    from gpuwatch.config import Settings
+
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False)
+    app = create_app(engine, settings, data=data, warm=False)
+    with app.server.app_context():
+        layout = importlib.import_module("gpuwatch.app.pages.health").layout()
+    return json.dumps(layout, cls=plotly.utils.PlotlyJSONEncoder)
+
+
 def test_the_tenant_bearer_token_and_headers_reach_the_server(
     victoria: VictoriaProcess, tmp_path: Path
 ) -> None:
@@ -223,6 +242,9 @@ def test_an_answer_that_stays_partial_is_retried_reported_and_not_written(
         mark, detail = _prometheus_state(engine)
         assert mark == second
         assert detail["partial"] == {"page_start_ts": second, "warnings": [warning], "seen_ts": END}
+        assert (
+            f"2026-11-11 00:00 UTC: the page from 2026-11-09 02:00 UTC was not written ({warning})"
+        ) in _health_page(engine)
 
         proxy.rewrite = None  # the store is back: the next round collects the page
         again = collect(engine, "lab", Window(second, START + 4 * 3600, fx.STEP_S, 2 * 3600),

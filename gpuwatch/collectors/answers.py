@@ -46,6 +46,9 @@ _LIMITS: tuple[_Known, ...] = (
         "-search.maxPointsPerTimeseries (VictoriaMetrics)",
     ),
     _Known(
+        "-search.maxsamplesperseries", "samples", "-search.maxSamplesPerSeries (VictoriaMetrics)"
+    ),
+    _Known(
         "the number of matching timeseries exceeds",
         "series",
         "-search.maxUniqueTimeseries (VictoriaMetrics)",
