@@ -298,3 +298,30 @@ def test_collect_reports_a_partial_page(victoria: VictoriaProcess, tmp_path: Pat
         "answered partial data for the page from 2026-11-09T00:00:00Z (2 attempts): "
         "store gpu-store-2 is unavailable; that page and those after it were not written"
     ) in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("settings", "secret"),
+    [
+        ("  bearer_token: tok-77a1\n", "tok-77a1"),
+        ("  basic_auth:\n    username: gw\n    password: pw-9c3e\n", "pw-9c3e"),
+    ],
+)
+def test_config_show_masks_the_token_and_the_password(
+    tmp_path: Path, settings: str, secret: str
+) -> None:
+    config = tmp_path / "gpuwatch.yaml"
+    config.write_text(f"prometheus:\n  tenant: team-a\n{settings}")
+    shown = run_gpuwatch("--config", str(config), "config", "show", env={})
+    assert shown.returncode == 0, shown.stderr
+    assert "team-a" in shown.stdout
+    assert secret not in shown.stdout + shown.stderr
+
+
+def test_a_missing_ca_file_names_the_key_and_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "gpuwatch.yaml"
+    config.write_text(f"prometheus:\n  tls_ca_file: {tmp_path / 'ca.pem'}\n")
+    checked = run_gpuwatch("--config", str(config), "config", "check", env={})
+    assert checked.returncode == 2
+    assert f"prometheus.tls_ca_file in config file {config}" in checked.stderr
+    assert f"{tmp_path / 'ca.pem'} is not a file" in checked.stderr

@@ -6,6 +6,12 @@ the answer's bytes themselves: they are asked for uncompressed (compressing a pa
 fleet costs Prometheus more time than sending it) and decoded straight into arrays by
 :mod:`gpuwatch.collectors.promjson`, never into Python lists.
 
+A request that the server refuses for one of its limits is asked again in parts, by halves of
+its time range, then one node at a time (:mod:`gpuwatch.collectors.promsplit`); an answer that
+says it is partial is asked again, and raises :class:`~gpuwatch.collectors.answers.PartialAnswer`
+when it stays so (:mod:`gpuwatch.collectors.answers`). Headers, tenant, authentication and TLS
+trust come from :class:`~gpuwatch.collectors.promhttp.HttpOptions`.
+
 Every request has a timeout, and the requests of one page, retries included, have
 ``page_timeout_s`` in all. They run in a daemon thread (:mod:`gpuwatch.collectors.stop`) while
 the calling thread waits on their answers or on the stop request.
