@@ -294,6 +294,7 @@ def test_collect_reports_a_partial_page(victoria: VictoriaProcess, tmp_path: Pat
                             "--end", "2026-11-09T02:00:00Z", env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "collected 0 samples" in done.stdout
+    assert "nothing new to collect" not in done.stderr
     assert (
         "answered partial data for the page from 2026-11-09T00:00:00Z (2 attempts): "
         "store gpu-store-2 is unavailable; that page and those after it were not written"

@@ -137,7 +137,20 @@ def test_a_limit_one_node_exceeds_fails_naming_it(
     with pytest.raises(PrometheusError) as failed:
         collect_from(engine, source(victoria.url), START, END)
     message = str(failed.value)
-    assert "refused the range query of util_prof even for one node at one instant" in message
+    assert "refused the range query of util_prof even for one node, for its limit" in message
     assert "-search.maxUniqueTimeseries (VictoriaMetrics)" in message
     assert "raise that limit on the server" in message
     assert stored_rows(engine, "gpu_samples") == []
+
+
+def test_a_limit_without_node_labels_fails_naming_it(
+    victoria: VictoriaProcess, reference: Engine, tmp_path: Path
+) -> None:
+    restarted(victoria, ["-search.maxUniqueTimeseries=8"])
+    engine = new_store(tmp_path / "s")
+    with pytest.raises(PrometheusError) as failed:
+        collect_from(engine, source(victoria.url, node_labels=("rack",)), START, END)
+    assert (
+        "refused the range query of util_prof, and no series has a node label ('rack',) to split "
+        "it by, for its limit -search.maxUniqueTimeseries (VictoriaMetrics)"
+    ) in str(failed.value)

@@ -346,7 +346,7 @@ def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> 
         )
         raise click.exceptions.Exit(128 + (stop.signum or signal.SIGINT))
     _end_round(app, done, stop)
-    if not follow and done.stats is not None and not done.stats.pages:
+    if not follow and done.stats is not None and not done.stats.pages and not done.stats.partial:
         click.echo(
             f"collect: nothing new to collect: the window ends where it starts, at "
             f"{rfc3339(done.window.start_ts)}",

@@ -246,9 +246,10 @@ class PrometheusSource:
     ) -> list[bytes]:
         """The answers of ``request``: one, or, where the server refuses it for a limit, those
         of its parts (:meth:`_parts`), each split again as long as it is refused."""
+        parts = []
         if request.node is None and request.field in self._by_node:
-            parts = self._node_parts(request, page, nodes, None)
-        else:
+            parts = self._node_parts(request, page, nodes)
+        if not parts:
             try:
                 return [self._range_body(request.params)]
             except ServerLimit as limit:
@@ -273,28 +274,31 @@ class PrometheusSource:
             return [replace(request, params=half) for half in halves]
         if request.node is not None:
             what = f"the range query of {request.field}"
-            raise PrometheusError(
-                self._limit_text(what, limit, " even for one node at one instant")
-            )
+            at = " at one instant" if limit.kind == "samples" else ""
+            raise PrometheusError(self._limit_text(what, limit, f" even for one node{at}"))
+        parts = self._node_parts(request, page, nodes)
+        if not parts:
+            what = f"the range query of {request.field}"
+            at = " even for one instant" if limit.kind == "samples" else ""
+            why = f"{at}, and no series has a node label {self.node_labels} to split it by"
+            raise PrometheusError(self._limit_text(what, limit, why))
         self._by_node.add(request.field)
         self._cap.pop(request.field, None)
-        return self._node_parts(request, page, nodes, limit)
+        return parts
 
     def _node_parts(
         self,
         request: Request,
         page: tuple[int, int, int],
         nodes: dict[str, list[str]],
-        limit: ServerLimit | None,
     ) -> list[Request]:
-        """``request`` as one request per node of the page (:mod:`promsplit`)."""
-        if not nodes:
-            nodes.update(self._list_nodes(page))
-        if not nodes and limit is not None:
-            what = f"the range query of {request.field}"
-            why = f" even for one instant, and no series has a node label ({self.node_labels})"
-            raise PrometheusError(self._limit_text(what, limit, why))
-        ((label, values),) = nodes.items() if nodes else (("", []),)
+        """``request`` as one request per node of the page (:mod:`promsplit`); none where the
+        page's series carry no node label."""
+        if not nodes:  # listed once a page; none found is remembered as a label without values
+            nodes.update(self._list_nodes(page) or {"": []})
+        ((label, values),) = nodes.items()
+        if not values:
+            return []
         parts = []
         for matcher in promsplit.node_matchers(label, values):
             catalogue = replace(self.catalogue, matchers=(*self.catalogue.matchers, matcher))
