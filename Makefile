@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-DEB_TEST_PACKAGES := prometheus postgresql chromium chromium-driver
+DEB_TEST_PACKAGES := prometheus victoria-metrics postgresql chromium chromium-driver
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck layers pytest system-deps venv clean

@@ -23,6 +23,7 @@ from gpuwatch.collectors.collect import (
 from gpuwatch.collectors.growth import NewUnitLimit, UnitGrowthError, page_for_budget
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
+from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
@@ -75,17 +76,33 @@ def _bounds(start: str | None, end: str | None, now: datetime) -> tuple[int | No
 def prometheus_source(settings: Settings, stop: Stop = NEVER) -> PrometheusSource:
     prom = settings.prometheus
     catalogue = Catalogue(tuple(prom.matchers), prom.cluster_label, settings.cluster)
-    headers = {k: v.get_secret_value() for k, v in prom.headers.items()}
     return PrometheusSource(
         prom.url,
         catalogue,
-        headers,
+        None,
         prom.timeout.total_seconds(),
         prom.retries,
         max_series=prom.max_series,
         max_samples=prom.max_samples_per_request,
         page_timeout_s=prom.page_timeout.total_seconds(),
         stop=stop,
+        http=_http_options(settings),
+        node_labels=tuple(prom.labels.hostname),
+    )
+
+
+def _http_options(settings: Settings) -> HttpOptions:
+    """The headers, authentication and TLS trust of every request to Prometheus."""
+    prom = settings.prometheus
+    basic = prom.basic_auth
+    return HttpOptions(
+        headers={k: v.get_secret_value() for k, v in prom.headers.items()},
+        tenant=prom.tenant,
+        bearer_token=prom.bearer_token.get_secret_value() if prom.bearer_token else None,
+        bearer_token_file=prom.bearer_token_file,
+        basic_auth=(basic.username, basic.password.get_secret_value()) if basic else None,
+        ca_file=prom.tls_ca_file,
+        insecure_skip_verify=prom.tls_insecure_skip_verify,
     )
 
 
@@ -267,6 +284,8 @@ def _report(stats: CollectStats) -> None:
         click.echo(stats.queues)
     for line in stats.issues.lines():
         click.echo(f"gpuwatch: warning: {line}", err=True)
+    if stats.partial is not None:
+        click.echo(f"gpuwatch: warning: {stats.partial.describe()}", err=True)
 
 
 @click.command("collect")
@@ -347,7 +366,7 @@ def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> 
         )
         raise click.exceptions.Exit(128 + (stop.signum or signal.SIGINT))
     _end_round(app, done, stop)
-    if not follow and done.stats is not None and not done.stats.pages:
+    if not follow and done.stats is not None and not done.stats.pages and not done.stats.partial:
         click.echo(
             f"collect: nothing new to collect: the window ends where it starts, at "
             f"{rfc3339(done.window.start_ts)}",

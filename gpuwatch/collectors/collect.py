@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 
 from gpuwatch.collectors import claims, rows
+from gpuwatch.collectors.answers import PartialAnswer, PartialPage
 from gpuwatch.collectors.dcgm import page_samples
 from gpuwatch.collectors.growth import NewUnitLimit, check_new_units
 from gpuwatch.collectors.kube_parse import KubeSnapshot
@@ -36,7 +37,7 @@ from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import partitions, rollup, writer
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import repository_scheduling as sched_store
-from gpuwatch.store.models import DraDevice
+from gpuwatch.store.models import CollectionState, DraDevice
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -85,6 +86,8 @@ class CollectStats:
     dra: str | None = None
     #: Whether Kueue's and Volcano's queues were read, and if not why (None: not read).
     queues: str | None = None
+    #: The page whose answer stayed partial: neither it nor those after it were written.
+    partial: PartialPage | None = None
 
 
 def plan_window(
@@ -269,10 +272,11 @@ def collect(
     fetcher = _Pages(prometheus, window, variants, stop)
     pages = fetcher.pages
     total = done = 0
-    units: set[int] = set()
-    pods: set[int] = set()
+    units, pods = set[int](), set[int]()
     issues = SeriesIssues()
     stored_end: int | None = None
+    partial: PartialPage | None = None
+    last_partial = _last_partial(engine, cluster_id)
     try:
         for index, (page_start, page_end) in enumerate(pages):
             if stop.is_set():
@@ -280,6 +284,9 @@ def collect(
             try:
                 frame = fetcher.get(index)
             except Interrupted:
+                break
+            except PartialAnswer as answer:
+                partial = _keep_partial(engine, cluster_id, page_start, answer, now_ts)
                 break
             issues = issues.merge(frame.issues)
             with engine.begin() as conn:
@@ -291,6 +298,7 @@ def collect(
                 if stored_end is not None:
                     detail: dict[str, Any] = {"samples": written, "page_start_ts": page_start}
                     detail["series_skipped"] = issues.counts()
+                    detail |= {"partial": last_partial} if last_partial else {}
                     mark = min(page_end, stored_end)
                     writer.advance_watermark(
                         conn, cluster_id, SOURCE_PROMETHEUS, mark, now_ts, detail
@@ -307,5 +315,35 @@ def collect(
     dra = snap.dra.summary() if snap is not None else None
     queues = snap.sched.summary() if snap is not None else None
     return CollectStats(
-        window.start_ts, end, done, total, len(units), len(pods), issues, dra, queues
+        window.start_ts, end, done, total, len(units), len(pods), issues, dra, queues, partial
     )
+
+
+def _state_detail(conn: Connection, cluster_id: int) -> dict[str, Any]:
+    table = CollectionState.__table__
+    stmt = select(table.c.detail).where(
+        table.c.cluster_id == cluster_id, table.c.source == SOURCE_PROMETHEUS
+    )
+    detail = conn.execute(stmt).scalar()
+    return dict(detail) if isinstance(detail, dict) else {}
+
+
+def _last_partial(engine: Engine, cluster_id: int) -> dict[str, Any] | None:
+    """The last partial answer recorded (kept in the detail until another one replaces it)."""
+    with engine.connect() as conn:
+        partial = _state_detail(conn, cluster_id).get("partial")
+    return partial if isinstance(partial, dict) else None
+
+
+def _keep_partial(
+    engine: Engine, cluster_id: int, page_start: int, answer: PartialAnswer, now_ts: int
+) -> PartialPage:
+    """Record a page's partial answer in the Prometheus source's detail, the watermark where it
+    is (at the page's start where there is none yet: nothing before it is left to collect)."""
+    partial = PartialPage(page_start, answer.warnings, now_ts, answer.server, answer.attempts)
+    with engine.begin() as conn:
+        detail = {**_state_detail(conn, cluster_id), "partial": partial.detail()}
+        mark = writer.read_watermark(conn, cluster_id, SOURCE_PROMETHEUS)
+        mark = partial.page_start_ts if mark is None else mark
+        writer.advance_watermark(conn, cluster_id, SOURCE_PROMETHEUS, mark, now_ts, detail)
+    return partial

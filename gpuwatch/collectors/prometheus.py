@@ -6,6 +6,12 @@ the answer's bytes themselves: they are asked for uncompressed (compressing a pa
 fleet costs Prometheus more time than sending it) and decoded straight into arrays by
 :mod:`gpuwatch.collectors.promjson`, never into Python lists.
 
+A request that the server refuses for one of its limits is asked again in parts, by halves of
+its time range, then one node at a time (:mod:`gpuwatch.collectors.promsplit`); an answer that
+says it is partial is asked again, and raises :class:`~gpuwatch.collectors.answers.PartialAnswer`
+when it stays so (:mod:`gpuwatch.collectors.answers`). Headers, tenant, authentication and TLS
+trust come from :class:`~gpuwatch.collectors.promhttp.HttpOptions`.
+
 Every request has a timeout, and the requests of one page, retries included, have
 ``page_timeout_s`` in all. They run in a daemon thread (:mod:`gpuwatch.collectors.stop`) while
 the calling thread waits on their answers or on the stop request.
@@ -18,20 +24,28 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import orjson
-import requests
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
-from urllib3.exceptions import HTTPError as TransportError
-from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
-from gpuwatch.collectors import promjson
+from gpuwatch.collectors import promjson, promsplit
+from gpuwatch.collectors.answers import PartialAnswer, ServerLimit, answer_warnings, server_limit
+from gpuwatch.collectors.promerrors import (
+    FAILURES,
+    PartialError,
+    StatusError,
+    describe,
+    error_text,
+    transient,
+)
+from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.collectors.promsplit import MAX_POINTS, Plan, Request, chunks, page_plans
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 from gpuwatch.collectors.stop import NEVER, Stop, Worker
 from gpuwatch.config.sections import MAX_SAMPLES_PER_REQUEST, MAX_SERIES
@@ -40,76 +54,19 @@ from gpuwatch.domain.redact import mask_url
 
 log = logging.getLogger(__name__)
 
-#: Points per query_range request stay under Prometheus's 11,000-point limit.
-MAX_POINTS = 10_000
-_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 #: Requests sent ahead of the answer being decoded.
 _AHEAD = 2
+#: A query longer than this (a node split's) is sent as a form (POST), not in the URL.
+_LONG_QUERY = 4096
 
 
 class PrometheusError(Exception):
     """Prometheus could not answer, after retries; one line for the user."""
 
 
-class _StatusError(Exception):
-    """A non-200 answer: its status and Prometheus's error text."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(f"HTTP status {status}" + (f": {text}" if text else ""))
-        self.status = status
-
-
-_FAILURES = (
-    requests.exceptions.RequestException,
-    TransportError,
-    _StatusError,
-    MatrixError,
-    PrometheusApiClientException,
-)
-
-
-def _transient(exc: Exception) -> bool:
-    if isinstance(exc, _StatusError):
-        return exc.status in _TRANSIENT_STATUS
-    if isinstance(exc, PrometheusApiClientException):
-        return any(f"HTTP Status Code {code}" in str(exc) for code in _TRANSIENT_STATUS)
-    return isinstance(
-        exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | TransportError
-    )
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return "connection refused" if "Connection refused" in str(exc) else "cannot connect"
-    if isinstance(exc, requests.exceptions.Timeout | ReadTimeoutError):
-        return "timed out"
-    if isinstance(exc, TransportError):
-        return "connection broken while reading the answer"
-    return str(exc).split(" (b'", maxsplit=1)[0][:200]
-
-
-def _chunks(
-    query: str, first_ts: int, last_ts: int, step_s: int, steps: Callable[[], int]
-) -> Iterator[dict[str, str]]:
-    """``query_range`` parameters covering ``first_ts..last_ts``, each ``steps()`` instants
-    (asked for as each request is made, at most ``MAX_POINTS``)."""
-    start = first_ts
-    while start <= last_ts:
-        end = min(last_ts, start + (min(steps(), MAX_POINTS) - 1) * step_s)
-        yield {"query": query, "start": str(start), "end": str(end), "step": f"{step_s}s"}
-        start = end + step_s
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body[:200].decode(errors="replace").strip()
-    return str(answer.get("error", "")) if isinstance(answer, dict) else ""
-
-
 class PrometheusSource:
-    """Reads DCGM series from one Prometheus (or Thanos Query / Mimir) endpoint."""
+    """Reads DCGM series from one Prometheus (or Thanos Query / Mimir / VictoriaMetrics)
+    endpoint."""
 
     def __init__(
         self,
@@ -124,6 +81,8 @@ class PrometheusSource:
         max_samples: int = MAX_SAMPLES_PER_REQUEST,
         page_timeout_s: float = 600.0,
         stop: Stop = NEVER,
+        http: HttpOptions | None = None,
+        node_labels: tuple[str, ...] = ("Hostname", "hostname"),
     ) -> None:
         self.url = url
         self.max_series, self.max_samples = max_series, max_samples
@@ -136,39 +95,67 @@ class PrometheusSource:
         self._sleep = sleep
         self.page_timeout_s = page_timeout_s
         self.stop = stop
+        self.node_labels = node_labels
+        #: Per field, the most instants a request may ask for since the server refused more.
+        self._cap: dict[str, int] = {}
+        #: Fields asked for one node at a time since one instant of all was refused.
+        self._by_node: set[str] = set()
+        http = http or HttpOptions()
+        http = replace(http, headers={**dict(headers or {}), **http.headers})
         # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
-        self._session = requests.Session()
+        self._session = http.session()
         self._client = PrometheusConnect(
             url=url,
-            headers=dict(headers or {}),
+            headers={},
             timeout=int(self.timeout_s),
             retry=Retry(total=0, raise_on_status=False),
             session=self._session,
         )
-        self._range_headers = {**dict(headers or {}), "Accept-Encoding": "identity"}
+        self._range_headers = {"Accept-Encoding": "identity"}
 
-    def _call(self, what: str, call: Callable[[], Any], retries: int | None = None) -> Any:
-        """``call()`` under the retry policy (``retries``: the configured number, else this)."""
+    def _call(
+        self, what: str, call: Callable[[], Any], retries: int | None = None, split: bool = False
+    ) -> Any:
+        """``call()`` under the retry policy (``retries``: the configured number, else this);
+        a refusal for a server limit is raised as such where the caller ``split`` s the
+        request, else it fails the call."""
         stop = None if self.stop is NEVER else self.stop
         retries = self.retries if retries is None else retries
         policy = RetryPolicy(retries, self.backoff_s, sleep=self._sleep, stop=stop)
         try:
-            return policy.call(f"{what} to Prometheus", call, _transient, _FAILURES)
+            return policy.call(f"{what} to Prometheus", call, transient, FAILURES)
+        except ServerLimit as limit:
+            if split:
+                raise
+            raise PrometheusError(self._limit_text(what, limit, "")) from None
         except RetriesExhausted as done:
+            if isinstance(done.failure, PartialError):
+                server = f"Prometheus at {mask_url(self.url)}"
+                raise PartialAnswer(server, done.failure.warnings, done.attempts) from None
             raise PrometheusError(
                 f"Prometheus at {mask_url(self.url)} failed {what} after {done.attempts} "
-                f"attempt{'s' if done.attempts > 1 else ''}: {_describe(done.failure)}"
+                f"attempt{'s' if done.attempts > 1 else ''}: {describe(done.failure)}"
             ) from None
 
     def _get(self, path: str, params: Mapping[str, str]) -> bytes:
-        """The body of a 200 answer to ``GET path``; raises on any other status."""
+        """The body of a 200 answer to ``GET path`` (a form ``POST`` for a long query);
+        raises :class:`ServerLimit` for a refusal that names a limit, else
+        :class:`StatusError` for any other status."""
         url = f"{self.url.rstrip('/')}/api/v1/{path}"
-        with self._session.get(
-            url, params=params, headers=self._range_headers, timeout=self.timeout_s, stream=True
+        long = len(params.get("query", "")) > _LONG_QUERY
+        with self._session.request(
+            "POST" if long else "GET",
+            url,
+            params=None if long else params,
+            data=params if long else None,
+            headers=self._range_headers,
+            timeout=self.timeout_s,
+            stream=True,
         ) as resp:
             body: bytes = resp.raw.read(decode_content=True)
             if resp.status_code != 200:
-                raise _StatusError(resp.status_code, _error_text(body))
+                text = error_text(body)
+                raise server_limit(resp.status_code, text) or StatusError(resp.status_code, text)
             return body
 
     def fetch_page(self, start_ts: int, end_ts: int, step_s: int) -> dict[str, Matrix]:
@@ -189,60 +176,49 @@ class PrometheusSource:
         if last < start_ts:
             return {}
         parts: dict[str, list[Matrix]] = {}
-        wanted = self._requests(start_ts, last, step_s, parts)
+        plans = page_plans(self.catalogue, start_ts, last, step_s)
+        wanted = self._requests(plans, parts)
         deadline = time.monotonic() + self.page_timeout_s
         pool = Worker("gpuwatch-http")
         # At most _AHEAD answers wait undecoded: memory stays bounded on slow decoding.
-        bodies: deque[tuple[str, Future[bytes]]] = deque()
+        bodies: deque[tuple[str, Future[list[bytes]]]] = deque()
+        nodes: dict[str, list[str]] = {}  # the page's nodes, listed on the first node split
 
         def ask() -> None:
             request = next(wanted, None)
             if request is not None:
-                field, params = request
-                bodies.append((field, pool.submit(partial(self._range_body, params))))
+                fetch = partial(self._fetch, request, (start_ts, last, step_s), nodes)
+                bodies.append((request.field, pool.submit(fetch)))
 
         try:
             for _ in range(_AHEAD):
                 ask()
             while bodies:
                 field, future = bodies.popleft()
-                body = self._wait(future, deadline)
+                answers = self._wait(future, deadline)
                 ask()
-                matrix = self._decode(body)
-                del body  # the answer is not kept once decoded
-                self._count_series(field, matrix, start_ts)
-                parts[field].append(matrix)
+                while answers:
+                    matrix = self._decode(answers.pop(0))  # not kept once decoded
+                    self._count_series(field, matrix, start_ts)
+                    parts[field].append(matrix)
         finally:
             pool.close()
         return {field: promjson.concat(matrices) for field, matrices in parts.items()}
 
-    def _requests(
-        self, start_ts: int, last: int, step_s: int, parts: dict[str, list[Matrix]]
-    ) -> Iterator[tuple[str, dict[str, str]]]:
-        """Every field's requests for the page, each sized when it is made (:meth:`_steps`)."""
-        coarse_s = self.catalogue.capacity_step_s(step_s)
-        coarse_first = start_ts - start_ts % coarse_s
-        coarse_last = last - last % coarse_s
-        plans = [
-            (field, query, start_ts, last, step_s)
-            for field, query in self.catalogue.queries(step_s).items()
-        ]
-        for field, query in self.catalogue.capacity_queries(step_s).items():
-            plans.append((field, query, coarse_first, coarse_last, coarse_s))
-            if coarse_last < last:  # the next capacity instant, read no later than the page
-                plans.append((field, query, last, last, coarse_s))
-        plans += self.catalogue.interval_requests(start_ts, last, step_s)
-        for field, query, first, final, step in plans:
+    def _requests(self, plans: list[Plan], parts: dict[str, list[Matrix]]) -> Iterator[Request]:
+        """Every request of the page's ``plans``, each sized when it is made (:meth:`_steps`)."""
+        for index, (field, query, first, final, step) in enumerate(plans):
             parts.setdefault(field, [])
             steps = partial(self._steps, field)
-            for params in _chunks(query, first, final, step, steps):
-                yield field, params
+            for params in chunks(query, first, final, step, steps):
+                yield Request(field, index, params)
 
     def _steps(self, field: str) -> int:
         """Instants per request of ``field``: samples (series × instants) stay within
         ``max_samples``, the series counted in the field's last answer (``max_series`` before
         the first)."""
-        return max(1, self.max_samples // max(1, self._series.get(field, self.max_series)))
+        steps = self.max_samples // max(1, self._series.get(field, self.max_series))
+        return max(1, min(steps, self._cap.get(field, MAX_POINTS)))
 
     def _count_series(self, field: str, matrix: Matrix, start_ts: int) -> None:
         """Remember ``field``'s series count; refuse the page when it is over ``max_series``."""
@@ -256,7 +232,7 @@ class PrometheusSource:
                 "raise prometheus.max_series if the fleet is that large"
             )
 
-    def _wait(self, answer: Future[bytes], deadline: float) -> bytes:
+    def _wait(self, answer: Future[list[bytes]], deadline: float) -> list[bytes]:
         try:
             return self.stop.wait_for(answer, max(0.0, deadline - time.monotonic()))
         except TimeoutError:
@@ -265,8 +241,113 @@ class PrometheusSource:
                 f"{self.page_timeout_s:g}s (prometheus.page_timeout)"
             ) from None
 
+    def _fetch(
+        self, request: Request, page: tuple[int, int, int], nodes: dict[str, list[str]]
+    ) -> list[bytes]:
+        """The answers of ``request``: one, or, where the server refuses it for a limit, those
+        of its parts (:meth:`_parts`), each split again as long as it is refused."""
+        parts = []
+        if request.node is None and request.field in self._by_node:
+            parts = self._node_parts(request, page, nodes)
+        if not parts:
+            try:
+                return [self._range_body(request.params)]
+            except ServerLimit as limit:
+                parts = self._parts(request, page, nodes, limit)
+        return [body for part in parts for body in self._fetch(part, page, nodes)]
+
+    def _parts(
+        self,
+        request: Request,
+        page: tuple[int, int, int],
+        nodes: dict[str, list[str]],
+        limit: ServerLimit,
+    ) -> list[Request]:
+        """A refused request in two halves of its time range (a limit of samples), else one
+        part per node (one instant, or a limit of series); fails where one node's one instant
+        is refused."""
+        halves = promsplit.halves(request.params) if limit.kind == "samples" else None
+        if halves is not None:
+            if request.node is None:
+                self._cap[request.field] = promsplit.instants(halves[0])
+            log.info("%s: asking for %s in two halves", limit, request.field)
+            return [replace(request, params=half) for half in halves]
+        if request.node is not None:
+            what = f"the range query of {request.field}"
+            at = " at one instant" if limit.kind == "samples" else ""
+            raise PrometheusError(self._limit_text(what, limit, f" even for one node{at}"))
+        parts = self._node_parts(request, page, nodes)
+        if not parts:
+            what = f"the range query of {request.field}"
+            at = " even for one instant" if limit.kind == "samples" else ""
+            why = f"{at}, and no series has a node label {self.node_labels} to split it by"
+            raise PrometheusError(self._limit_text(what, limit, why))
+        self._by_node.add(request.field)
+        self._cap.pop(request.field, None)
+        return parts
+
+    def _node_parts(
+        self,
+        request: Request,
+        page: tuple[int, int, int],
+        nodes: dict[str, list[str]],
+    ) -> list[Request]:
+        """``request`` as one request per node of the page (:mod:`promsplit`); none where the
+        page's series carry no node label."""
+        if not nodes:  # listed once a page; none found is remembered as a label without values
+            nodes.update(self._list_nodes(page) or {"": []})
+        ((label, values),) = nodes.items()
+        if not values:
+            return []
+        parts = []
+        for matcher in promsplit.node_matchers(label, values):
+            catalogue = replace(self.catalogue, matchers=(*self.catalogue.matchers, matcher))
+            query = page_plans(catalogue, *page)[request.plan][1]
+            parts.append(
+                Request(request.field, request.plan, {**request.params, "query": query}, matcher)
+            )
+        return parts
+
+    def _list_nodes(self, page: tuple[int, int, int]) -> dict[str, list[str]]:
+        """The first hostname label of the schema that the page's series carry, and its values
+        (empty: none); where the server refuses to match the series for a limit, the label's
+        values of all series (a node without DCGM series only costs an empty answer)."""
+        first, last, step_s = page
+        metrics = tuple(m for q in self.catalogue.fields for m in q.metrics)
+        span = {"start": str(first - self.catalogue.capacity_step_s(step_s)), "end": str(last)}
+        matched = {"match[]": self.catalogue.selector_any(metrics), **span}
+        for label in self.node_labels:
+            path = f"label/{label}/values"
+            try:
+                body = self._call(
+                    "a label values query", partial(self._get, path, matched), split=True
+                )
+            except ServerLimit:
+                body = self._call("a label values query", partial(self._get, path, span))
+            values = promsplit.node_values(orjson.loads(body))
+            if values:
+                return {label: values}
+        return {}
+
+    def _limit_text(self, what: str, limit: ServerLimit, why: str) -> str:
+        return (
+            f"Prometheus at {mask_url(self.url)} refused {what}{why}, for its limit "
+            f"{limit.setting}: raise that limit on the server "
+            f"({limit.text})"
+        )
+
     def _range_body(self, params: Mapping[str, str]) -> bytes:
-        body: bytes = self._call("a range query", lambda: self._get("query_range", params))
+        """A range query's answer, asked again while it is partial (:class:`PartialAnswer`
+        when it stays so); :class:`ServerLimit` for a refusal that names a limit."""
+
+        def once() -> bytes:
+            body = self._get("query_range", params)
+            warnings = answer_warnings(body)
+            if warnings:
+                raise PartialError(warnings)
+            return body
+
+        body: bytes = self._call("a range query", once, split=True)
         return body
 
     def _decode(self, body: bytes) -> Matrix:
@@ -274,7 +355,7 @@ class PrometheusSource:
             return promjson.decode(body)
         except MatrixError as exc:
             raise PrometheusError(
-                f"Prometheus at {mask_url(self.url)} failed a range query: {_describe(exc)}"
+                f"Prometheus at {mask_url(self.url)} failed a range query: {describe(exc)}"
             ) from None
 
     def check(self) -> None:

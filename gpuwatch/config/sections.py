@@ -5,8 +5,10 @@ Every key is documented in ``docs/configuration.md`` (a test keeps the two in st
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -89,11 +91,38 @@ class LabelSchema(_Section):
         )
 
 
+def _readable_file(value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{value} is not a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{value} is not readable")
+    return str(path)
+
+
+ReadableFile = Annotated[
+    str, Field(min_length=1), BeforeValidator(lambda v: _readable_file(str(v)))
+]
+
+
+class BasicAuth(_Section):
+    """HTTP basic authentication of the Prometheus requests."""
+
+    username: str = Field(min_length=1)
+    password: SecretStr
+
+
 class PrometheusSettings(_Section):
     url: str = "http://127.0.0.1:9090"
     step: Duration = timedelta(seconds=60)
     lookback: Duration = timedelta(days=7)
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    tenant: str | None = None
+    bearer_token: SecretStr | None = None
+    bearer_token_file: ReadableFile | None = None
+    basic_auth: BasicAuth | None = None
+    tls_ca_file: ReadableFile | None = None
+    tls_insecure_skip_verify: bool = False
     timeout: Duration = timedelta(seconds=30)
     retries: int = Field(default=3, ge=0, le=20)
     page: Duration = timedelta(hours=6)
@@ -134,6 +163,29 @@ class PrometheusSettings(_Section):
             if not _MATCHER.match(matcher.strip()):
                 raise ValueError(f'{matcher!r} is not a PromQL label matcher like job="dcgm"')
         return [m.strip() for m in value]
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[^\s|]+(\|[^\s|]+)*$", value):
+            raise ValueError("must be a tenant ID without spaces (several: team-a|team-b)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_authentication(self) -> PrometheusSettings:
+        given = [
+            name
+            for name in ("bearer_token", "bearer_token_file", "basic_auth")
+            if getattr(self, name) is not None
+        ]
+        headers = {name.lower() for name in self.headers}
+        if given and "authorization" in headers:
+            given.append("headers.Authorization")
+        if len(given) > 1:
+            raise ValueError(f"set only one of {', '.join(given)}: each is an Authorization")
+        if self.tenant is not None and "x-scope-orgid" in headers:
+            raise ValueError("set the tenant in tenant or in headers.X-Scope-OrgID, not both")
+        return self
 
 
 class KubernetesSettings(_Section):

@@ -94,7 +94,13 @@ def wait_until(check: object, what: str, timeout_s: float = 60.0, interval_s: fl
 class PrometheusProcess:
     """A Debian ``prometheus`` on 127.0.0.1 with its own data folder."""
 
-    def __init__(self, tsdb: Path, config: str = "global: {}\n", port: int | None = None) -> None:
+    def __init__(
+        self,
+        tsdb: Path,
+        config: str = "global: {}\n",
+        port: int | None = None,
+        flags: Sequence[str] = (),
+    ) -> None:
         self.binary = require_binary("prometheus", "prometheus")
         self.tsdb = tsdb
         self.config_path = tsdb.parent / f"{tsdb.name}-prometheus.yml"
@@ -102,6 +108,7 @@ class PrometheusProcess:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+        self.flags = list(flags)
 
     def start(self) -> PrometheusProcess:
         self.process = subprocess.Popen(
@@ -113,6 +120,7 @@ class PrometheusProcess:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.enable-lifecycle",
                 "--log.level=warn",
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -36,6 +36,20 @@ def skipped_text(detail: object) -> str:
     return "; ".join(f"{int(n):,} {fmt.text(reason)}" for reason, n in counts.items())
 
 
+def partial_text(detail: object) -> str:
+    """The last answer that stayed partial: when, the page it left unwritten, and the server's
+    warnings (a dash: none recorded)."""
+    partial = detail.get("partial") if isinstance(detail, dict) else None
+    if not isinstance(partial, dict):
+        return fmt.DASH
+    warnings = partial.get("warnings")
+    said = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else ""
+    return (
+        f"{fmt.when(partial.get('seen_ts'))}: the page from "
+        f"{fmt.when(partial.get('page_start_ts'))} was not written ({fmt.text(said)})"
+    )
+
+
 def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
     rows = []
     for row in snap.collection.to_dict("records"):
@@ -50,6 +64,7 @@ def collection_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "step": fmt.duration(step) if step else fmt.DASH,
                 "skipped": skipped_text(detail),
                 "dra": fmt.text(detail.get("dra")) if isinstance(detail, dict) else fmt.DASH,
+                "partial": partial_text(detail),
             }
         )
     return rows
@@ -67,6 +82,7 @@ def collection_table(snap: Snapshot) -> Any:
         ("Step", lambda r: r["step"]),
         ("Series skipped or changed", lambda r: r["skipped"]),
         ("GPUs held through ResourceClaims", lambda r: r["dra"] or fmt.DASH),
+        ("Last partial answer", lambda r: r["partial"]),
     ]
     return html_table("health-collection", columns, rows)
 
@@ -148,7 +164,10 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
             collection_table(snap),
             note="Per cluster and source: the point up to which collection is complete. Series "
             "skipped or changed: what the last collection did not store as Prometheus sent it, "
-            "by reason (no GPU UUID, a label longer than the store keeps, malformed values).",
+            "by reason (no GPU UUID, a label longer than the store keeps, malformed values). "
+            "Last partial answer: when a query layer last answered part of the data only "
+            "(warnings, isPartial), the page it left unwritten for the next collection to "
+            "retry, and its warnings.",
         ),
         section(
             "Nodes",
