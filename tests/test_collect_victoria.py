@@ -292,7 +292,7 @@ def test_collect_reports_a_partial_page(victoria: VictoriaProcess, tmp_path: Pat
         assert run_gpuwatch("db", "upgrade", env=env).returncode == 0
         done = run_gpuwatch("collect", "--no-kubernetes", "--start", "2026-11-09T00:00:00Z",
                             "--end", "2026-11-09T02:00:00Z", env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a one-shot backfill with a gap fails
     assert "collected 0 samples" in done.stdout
     assert "nothing new to collect" not in done.stderr
     assert (

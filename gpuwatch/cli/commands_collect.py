@@ -359,14 +359,17 @@ def _stop_on_signals() -> LeaseStop:
 
 
 def _end_first_round(app: AppContext, done: Round, stop: Stop, follow: bool) -> None:
-    """Report the first round; a one-shot collection stopped by a signal exits 128 + signal."""
+    """Report the first round; a one-shot collection stopped by a signal exits 128 + signal,
+    one left with a partial page exits 1 (``--follow`` retries it in the next round)."""
     if not follow and stop.is_set():
         click.echo(
             f"gpuwatch: interrupted by {_signal_name(stop)}: {_written(app, done)}", err=True
         )
         raise click.exceptions.Exit(128 + (stop.signum or signal.SIGINT))
     _end_round(app, done, stop)
-    if not follow and done.stats is not None and not done.stats.pages and not done.stats.partial:
+    if not follow and done.stats is not None and done.stats.partial is not None:
+        raise click.exceptions.Exit(1)  # a gap a one-shot backfill must not pass over silently
+    if not follow and done.stats is not None and not done.stats.pages:
         click.echo(
             f"collect: nothing new to collect: the window ends where it starts, at "
             f"{rfc3339(done.window.start_ts)}",
