@@ -6,13 +6,18 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import requests
 
 from gpuwatch.alerts.live import LiveAlertsError, fetch_rules, parse_rules
 from gpuwatch.app import views_store
+from gpuwatch.app.views_store import _live
 from gpuwatch.config import load_settings
+from gpuwatch.config.http import HttpOptions
+from gpuwatch.config.sections import PrometheusSettings
 
 #: A rules API answer as Prometheus 2.x writes it: gpuwatch's group with one firing and one
 #: pending alert, a rule of someone else's, and a recording rule.
@@ -92,7 +97,9 @@ class _Handler(BaseHTTPRequestHandler):
     seen: list[str] = []  # noqa: RUF012
 
     def do_GET(self) -> None:
-        type(self).seen.append(f"{self.path} {self.headers.get('Authorization')}")
+        tenant = self.headers.get("X-Scope-OrgID")
+        line = f"{self.path} {self.headers.get('Authorization')}"
+        type(self).seen.append(line + (f" tenant={tenant}" if tenant else ""))
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -115,21 +122,32 @@ def server() -> Iterator[tuple[str, type[_Handler]]]:
 
 def test_fetch_sends_headers_and_reads_the_answer(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
-    answer = fetch_rules(url, {"Authorization": "Bearer x"}, 5)
+    answer = fetch_rules(url, HttpOptions(bearer_token="x").session(), 5)
     assert parse_rules(answer, NAMES).loaded == {"GPUAllocatedIdle", "GPUXidError"}
     assert handler.seen == ["/api/v1/rules?type=alert Bearer x"]
+
+
+def test_the_dashboard_asks_with_the_collector_s_tenant_and_authentication(
+    server: tuple[str, type[_Handler]],
+) -> None:
+    url, handler = server
+    prometheus = PrometheusSettings(url=url, tenant="gpu-team", bearer_token="t0k")
+    states = _live(SimpleNamespace(settings=SimpleNamespace(prometheus=prometheus)), NAMES)
+    assert not isinstance(states, str), states
+    assert states.loaded == {"GPUAllocatedIdle", "GPUXidError"}
+    assert handler.seen == ["/api/v1/rules?type=alert Bearer t0k tenant=gpu-team"]
 
 
 def test_fetch_errors_are_one_line(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     handler.status = 503
     with pytest.raises(LiveAlertsError, match=r"api/v1/rules answered HTTP 503$"):
-        fetch_rules(url, {}, 5)
+        fetch_rules(url, requests.Session(), 5)
     handler.status, handler.body = 200, b"<html>"
     with pytest.raises(LiveAlertsError, match="did not answer JSON"):
-        fetch_rules(url, {}, 5)
+        fetch_rules(url, requests.Session(), 5)
     with pytest.raises(LiveAlertsError, match=r"cannot connect to http://127\.0\.0\.1:9$"):
-        fetch_rules("http://127.0.0.1:9", {}, 5)
+        fetch_rules("http://127.0.0.1:9", requests.Session(), 5)
 
 
 def test_url_is_set_only_when_configured() -> None:

@@ -21,8 +21,8 @@ from sqlalchemy import Engine
 
 from gpuwatch.collectors.collect import SOURCE_PROMETHEUS, CollectStats, Window, collect
 from gpuwatch.collectors.prometheus import PrometheusSource
-from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.config.http import HttpOptions
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store import writer

@@ -80,12 +80,11 @@ def parse_rules(answer: Mapping[str, Any], names: Collection[str]) -> LiveAlerts
     return LiveAlerts(frozenset(loaded), frame.reset_index(drop=True))
 
 
-def fetch_rules(url: str, headers: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
-    """The rules API's answer; :class:`LiveAlertsError` when there is none."""
+def fetch_rules(url: str, session: requests.Session, timeout_s: float) -> dict[str, Any]:
+    """The rules API's answer, asked through ``session`` (its headers, authentication and TLS
+    trust); :class:`LiveAlertsError` when there is none."""
     try:
-        response = requests.get(
-            f"{url}{RULES_PATH}", params={"type": "alert"}, headers=dict(headers), timeout=timeout_s
-        )
+        response = session.get(f"{url}{RULES_PATH}", params={"type": "alert"}, timeout=timeout_s)
     except requests.exceptions.Timeout:
         raise LiveAlertsError(f"{url} did not answer within {timeout_s:g}s") from None
     except requests.exceptions.RequestException:

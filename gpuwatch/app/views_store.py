@@ -18,6 +18,7 @@ from gpuwatch.analytics.totals import hours_with_data
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.rollup import READING_COLUMNS
 from gpuwatch.app.views import hourly_rows, window_bounds
+from gpuwatch.config.http import http_options
 from gpuwatch.domain.durations import HOUR_S, WEEK_S
 from gpuwatch.report.inputs import load_inputs
 from gpuwatch.report.weekly import (
@@ -176,11 +177,11 @@ class AlertStates:
 
 def _live(data: DashboardData, names: frozenset[str]) -> LiveAlerts | str:
     prometheus = data.settings.prometheus
-    headers = {k: v.get_secret_value() for k, v in prometheus.headers.items()}
     timeout = min(LIVE_TIMEOUT_S, prometheus.timeout.total_seconds())
     try:
-        return parse_rules(fetch_rules(prometheus.url, headers, timeout), names)
-    except LiveAlertsError as exc:
+        with http_options(prometheus).session() as session:
+            return parse_rules(fetch_rules(prometheus.url, session, timeout), names)
+    except (LiveAlertsError, OSError) as exc:
         return str(exc)
 
 

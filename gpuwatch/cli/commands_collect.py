@@ -23,10 +23,10 @@ from gpuwatch.collectors.collect import (
 from gpuwatch.collectors.growth import NewUnitLimit, UnitGrowthError, page_for_budget
 from gpuwatch.collectors.kube import KubeError, KubeSource
 from gpuwatch.collectors.prometheus import PrometheusError, PrometheusSource
-from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop
 from gpuwatch.config import Settings
+from gpuwatch.config.http import http_options
 from gpuwatch.domain.durations import (
     HOUR_S,
     format_duration,
@@ -86,23 +86,8 @@ def prometheus_source(settings: Settings, stop: Stop = NEVER) -> PrometheusSourc
         max_samples=prom.max_samples_per_request,
         page_timeout_s=prom.page_timeout.total_seconds(),
         stop=stop,
-        http=_http_options(settings),
+        http=http_options(settings.prometheus),
         node_labels=tuple(prom.labels.hostname),
-    )
-
-
-def _http_options(settings: Settings) -> HttpOptions:
-    """The headers, authentication and TLS trust of every request to Prometheus."""
-    prom = settings.prometheus
-    basic = prom.basic_auth
-    return HttpOptions(
-        headers={k: v.get_secret_value() for k, v in prom.headers.items()},
-        tenant=prom.tenant,
-        bearer_token=prom.bearer_token.get_secret_value() if prom.bearer_token else None,
-        bearer_token_file=prom.bearer_token_file,
-        basic_auth=(basic.username, basic.password.get_secret_value()) if basic else None,
-        ca_file=prom.tls_ca_file,
-        insecure_skip_verify=prom.tls_insecure_skip_verify,
     )
 
 

@@ -10,7 +10,7 @@ A request that the server refuses for one of its limits is asked again in parts,
 its time range, then one node at a time (:mod:`gpuwatch.collectors.promsplit`); an answer that
 says it is partial is asked again, and raises :class:`~gpuwatch.collectors.answers.PartialAnswer`
 when it stays so (:mod:`gpuwatch.collectors.answers`). Headers, tenant, authentication and TLS
-trust come from :class:`~gpuwatch.collectors.promhttp.HttpOptions`.
+trust come from :class:`~gpuwatch.config.http.HttpOptions`.
 
 Every request has a timeout, and the requests of one page, retries included, have
 ``page_timeout_s`` in all. They run in a daemon thread (:mod:`gpuwatch.collectors.stop`) while
@@ -42,12 +42,12 @@ from gpuwatch.collectors.promerrors import (
     error_text,
     transient,
 )
-from gpuwatch.collectors.promhttp import HttpOptions
 from gpuwatch.collectors.promjson import Matrix, MatrixError
 from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.promsplit import MAX_POINTS, Plan, Request, chunks, page_plans
 from gpuwatch.collectors.retry import RetriesExhausted, RetryPolicy
 from gpuwatch.collectors.stop import NEVER, Stop, Worker
+from gpuwatch.config.http import HttpOptions
 from gpuwatch.config.sections import MAX_SAMPLES_PER_REQUEST, MAX_SERIES
 from gpuwatch.domain.durations import rfc3339
 from gpuwatch.domain.redact import mask_url

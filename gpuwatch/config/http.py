@@ -1,6 +1,6 @@
-"""How the collector's requests reach a Prometheus-compatible server: extra headers, the tenant
-(``X-Scope-OrgID``), bearer or basic authentication, and the TLS trust (I/O: reads the token
-file)."""
+"""How requests reach a Prometheus-compatible server (the collector's queries, the dashboard's
+rules request): extra headers, the tenant (``X-Scope-OrgID``), bearer or basic
+authentication, and the TLS trust (I/O: reads the token file)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+from gpuwatch.config.sections import PrometheusSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +59,17 @@ class HttpOptions:
             )
             session.verify = False
         return session
+
+
+def http_options(prom: PrometheusSettings) -> HttpOptions:
+    """The headers, authentication and TLS trust of every request to ``prom``."""
+    basic = prom.basic_auth
+    return HttpOptions(
+        headers={k: v.get_secret_value() for k, v in prom.headers.items()},
+        tenant=prom.tenant,
+        bearer_token=prom.bearer_token.get_secret_value() if prom.bearer_token else None,
+        bearer_token_file=prom.bearer_token_file,
+        basic_auth=(basic.username, basic.password.get_secret_value()) if basic else None,
+        ca_file=prom.tls_ca_file,
+        insecure_skip_verify=prom.tls_insecure_skip_verify,
+    )
