@@ -42,17 +42,21 @@ def _settings(db_url: str) -> Any:
 
 
 def _load(db_url: str, start_ts: int, end_ts: int, resolution: str) -> Any:
-    """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution."""
+    """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution,
+    the health roll-up."""
     from gpuwatch.report.inputs import load_inputs
     from gpuwatch.store.engine import make_engine
 
     threshold = _settings(db_url).thresholds.idle_util_pct
     engine = make_engine(db_url)
-    return load_inputs(engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold)
+    return load_inputs(
+        engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold, health=True
+    )
 
 
 def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
-    """``gpuwatch report weekly`` in-process: load, compute, render; figures as JSON."""
+    """``gpuwatch report weekly`` in-process, with the same inputs (stored detail, health
+roll-up, scheduling policy): load, compute, render; figures as JSON."""
     from gpuwatch.report.inputs import policy_from, price_book_from
     from gpuwatch.report.weekly import render_csv, weekly_report
 
@@ -68,6 +72,9 @@ def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
         policy_from(settings),
         week_start_ts,
         nodes=data.nodes,
+        detail=data.detail,
+        health=data.health,
+        scheduling=settings.scheduling.policy(),
     )
     text = render_csv(frame)
     t2 = time.perf_counter()
@@ -105,6 +112,8 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) ->
         end_ts,
         gpus=data.gpus,
         nodes=data.nodes,
+        detail=data.detail,
+        health=data.health,
     )
     t2 = time.perf_counter()
     S.emit(

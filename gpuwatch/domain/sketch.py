@@ -152,8 +152,8 @@ def encode_rows(n_rows: int, rows: np.ndarray, bins: np.ndarray, counts: np.ndar
 def decode_many(blobs: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Blobs of :func:`encode` to ``(row, bin, count)``, ``row`` being the blob's position."""
     width = 2 * _PAIR.itemsize
-    parts = [b"" if blob is None else bytes(blob) for blob in blobs]
-    lengths = np.fromiter((len(p) // width for p in parts), dtype=np.int64, count=len(parts))
-    pairs = np.frombuffer(b"".join(parts), dtype=_PAIR).reshape(-1, 2).astype(np.int64)
+    parts = [b"" if blob is None else blob for blob in blobs] if None in blobs else blobs
+    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) // width
+    pairs = np.frombuffer(b"".join(parts), dtype=_PAIR).reshape(-1, 2)
     rows = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
-    return rows, pairs[:, 0], pairs[:, 1]
+    return rows, pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)

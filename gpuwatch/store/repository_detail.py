@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -42,12 +43,12 @@ def _driver_rows(engine: Engine, sql: str, start_ts: int, end_ts: int) -> list[A
             cursor.close()
 
 
-def _frame(rows: list[Any], names: list[str]) -> tuple[pd.DataFrame, list[tuple[Any, ...]]]:
+def _frame(rows: list[Any], names: list[str]) -> tuple[pd.DataFrame, list[list[Any]]]:
     """The leading ``names`` of ``rows`` as a frame (integers int64, text as objects), and the
-    columns after them (the blobs) as tuples."""
+    columns after them (the blobs) as lists."""
     if not rows:
         return pd.DataFrame([], columns=names), []
-    columns = list(zip(*rows, strict=True))
+    columns = [list(map(itemgetter(n), rows)) for n in range(len(rows[0]))]
     data = {
         name: np.array(columns[n], dtype=object if name in _TEXT else np.int64)
         for n, name in enumerate(names)
