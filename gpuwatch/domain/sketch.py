@@ -82,6 +82,8 @@ def _ranked(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Groups and the bin where their count, from ``before`` on, first reaches ``rank``."""
     g, b, n = histogram(groups, bins, counts)
+    keep = n > 0
+    g, b, n = g[keep], b[keep], n[keep]
     if not len(g):
         return g, b
     totals = np.bincount(g, n, len(rank))
@@ -97,33 +99,31 @@ def grouped_quantile(
 ) -> np.ndarray:
     """Per group ``0..n_groups-1``, the nearest-rank ``q`` quantile of its binned values.
 
-    ``(groups, bins, counts)`` may repeat pairs (hours merged). NaN for a group with no count.
+    ``(groups, bins, counts)`` may repeat pairs (hours merged); counts are not negative. NaN for
+    a group with no count.
     Two passes, no sort of every entry: counts per group and coarse bin (bins grouped by a
     power of two) find the coarse bin holding each group's rank; only the entries in it are
     sorted. The answer is the same as from sorting everything.
     """
     out = np.full(n_groups, np.nan)
     groups, bins, counts = (np.asarray(a, dtype=np.int64) for a in (groups, bins, counts))
-    keep = counts > 0
-    if not bool(keep.all()):
-        groups, bins, counts = groups[keep], bins[keep], counts[keep]
     if not len(groups):
         return out
-    totals = np.bincount(groups, counts, n_groups)
+    low, high = int(bins.min()), int(bins.max())
+    width = max(1, min(_COARSE_BINS, _COARSE_CELLS // max(n_groups, 1)))
+    shift = max(0, (high - low).bit_length() - (width.bit_length() - 1))
+    coarse = (bins - low) >> shift if low or shift else bins
+    n_coarse = ((high - low) >> shift) + 1
+    cells = np.bincount(groups * n_coarse + coarse, counts, n_groups * n_coarse)
+    cumulative = np.cumsum(cells.reshape(n_groups, n_coarse), axis=1)
+    totals = cumulative[:, -1]
     # Rank of the quantile: ⌈q·N⌉, at least 1 (the tolerance keeps 0.95 × 20 at 19).
     rank = np.maximum(np.ceil(totals * q - 1e-9), 1)
-    offset = bins - int(bins.min())
-    width = max(1, min(_COARSE_BINS, _COARSE_CELLS // max(n_groups, 1)))
-    shift = max(0, int(offset.max()).bit_length() - (width.bit_length() - 1))
-    coarse = offset >> shift
-    n_coarse = int(coarse.max()) + 1
-    table = np.bincount(groups * n_coarse + coarse, counts, n_groups * n_coarse)
-    cumulative = np.cumsum(table.reshape(n_groups, n_coarse), axis=1)
     target = (cumulative < rank[:, None]).sum(axis=1)
-    found = target < n_coarse  # not found: q above 1, or a group without counts
     previous = cumulative[np.arange(n_groups), np.maximum(target - 1, 0)]
     before = np.where(target > 0, previous, 0.0)
-    chosen = found[groups] & (coarse == target[groups])
+    target[target == n_coarse] = -1  # not reached: q above 1, or a group without counts
+    chosen = coarse == target[groups]
     g, b = _ranked(groups[chosen], bins[chosen], counts[chosen], before, rank)
     out[g] = b
     return out
