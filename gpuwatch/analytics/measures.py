@@ -97,7 +97,7 @@ def _pod_lookup(pod_column: pd.Series, mapping: Mapping[int, float]) -> tuple[np
         return np.zeros(len(pods), dtype=bool), np.zeros(len(pods))
     keys = np.fromiter(mapping.keys(), dtype=np.int64, count=len(mapping))
     values = np.fromiter(mapping.values(), dtype=np.float64, count=len(mapping))
-    at = pd.Index(keys).get_indexer(pods)
+    at = pd.Index(keys).get_indexer(pd.Index(pods))
     found = at >= 0
     return found, np.where(found, values[at], 0.0)
 

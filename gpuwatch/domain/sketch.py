@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -152,7 +153,8 @@ def encode_rows(n_rows: int, rows: np.ndarray, bins: np.ndarray, counts: np.ndar
 def decode_many(blobs: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Blobs of :func:`encode` to ``(row, bin, count)``, ``row`` being the blob's position."""
     width = 2 * _PAIR.itemsize
-    parts = [b"" if blob is None else blob for blob in blobs] if None in blobs else blobs
+    has_none = None in blobs
+    parts = [b"" if b is None else b for b in blobs] if has_none else cast(Sequence[bytes], blobs)
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) // width
     pairs = np.frombuffer(b"".join(parts), dtype=_PAIR).reshape(-1, 2)
     rows = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
