@@ -42,22 +42,26 @@ def _settings(db_url: str) -> Any:
 
 
 def _load(db_url: str, start_ts: int, end_ts: int, resolution: str) -> Any:
-    """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution."""
+    """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution,
+    the health roll-up."""
     from gpuwatch.report.inputs import load_inputs
     from gpuwatch.store.engine import make_engine
 
     threshold = _settings(db_url).thresholds.idle_util_pct
     engine = make_engine(db_url)
-    return load_inputs(engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold)
+    return load_inputs(
+        engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold, health=True
+    )
 
 
 def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
-    """``gpuwatch report weekly`` in-process: load, compute, render; figures as JSON."""
+    """``gpuwatch report weekly`` in-process, with the same inputs (stored detail, health
+    roll-up, scheduling policy): load, compute, render; figures as JSON."""
     from gpuwatch.report.inputs import policy_from, price_book_from
     from gpuwatch.report.weekly import render_csv, weekly_report
 
     settings = _settings(db_url)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     data = _load(db_url, week_start_ts, week_start_ts + WEEK_S, resolution)
     t1 = time.perf_counter()
     frame = weekly_report(
@@ -68,6 +72,9 @@ def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
         policy_from(settings),
         week_start_ts,
         nodes=data.nodes,
+        detail=data.detail,
+        health=data.health,
+        scheduling=settings.scheduling.policy(),
     )
     text = render_csv(frame)
     t2 = time.perf_counter()
@@ -78,6 +85,7 @@ def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
             "seconds": t2 - t0,
             "load_s": t1 - t0,
             "compute_s": t2 - t1,
+            "cpu_s": time.process_time() - cpu0,
             "samples": len(data.samples),
             "resolution": data.resolution,
             "rows": len(frame),
@@ -93,7 +101,7 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) ->
     from gpuwatch.report.inputs import policy_from, price_book_from
 
     settings = _settings(db_url)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     data = _load(db_url, start_ts, end_ts, resolution)
     t1 = time.perf_counter()
     frame = recommend(
@@ -105,6 +113,8 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) ->
         end_ts,
         gpus=data.gpus,
         nodes=data.nodes,
+        detail=data.detail,
+        health=data.health,
     )
     t2 = time.perf_counter()
     S.emit(
@@ -112,6 +122,7 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) ->
             "seconds": t2 - t0,
             "load_s": t1 - t0,
             "compute_s": t2 - t1,
+            "cpu_s": time.process_time() - cpu0,
             "samples": len(data.samples),
             "resolution": data.resolution,
             "rows": len(frame),
@@ -192,7 +203,7 @@ def run_baseline(
 def _runs(name: str, argv: list[str], runs: int, unit: str, limit_gb: float) -> S.Measure:
     """``runs`` children of this script; a child that fails ends the series with a note."""
     measure = S.Measure(name, unit=unit)
-    parts: list[tuple[float, float]] = []
+    parts: list[tuple[float, float, float]] = []
     for run in range(runs):
         load = os.getloadavg()[0]
         try:
@@ -203,18 +214,18 @@ def _runs(name: str, argv: list[str], runs: int, unit: str, limit_gb: float) -> 
             break
         p = result.payload
         measure.add(p["seconds"], result.rss_mib, p["samples"])
-        parts.append((p["load_s"], p["compute_s"]))
+        parts.append((p["load_s"], p["compute_s"], p["cpu_s"]))
         measure.extra = p
         print(
             f"  {name} run {run + 1}: {p['seconds']:.2f}s (read {p['load_s']:.2f}s + compute "
-            f"{p['compute_s']:.2f}s), {p['samples']:,} {p['resolution']} rows read, "
+            f"{p['compute_s']:.2f}s; CPU {p['cpu_s']:.2f}s), {p['samples']:,} {p['resolution']} "
+            f"rows read, "
             f"{p['rows']} rows out, peak RSS {result.rss_mib:,.0f} MiB, load {load:.2f}",
             flush=True,
         )
     if parts:
-        read = statistics.median(x for x, _ in parts)
-        compute = statistics.median(y for _, y in parts)
-        measure.note = measure.note or f"read {read:.2f}s + compute {compute:.2f}s"
+        read, compute, cpu = (statistics.median(part[n] for part in parts) for n in range(3))
+        measure.note = measure.note or f"read {read:.2f}s + compute {compute:.2f}s, CPU {cpu:.2f}s"
     return measure
 
 

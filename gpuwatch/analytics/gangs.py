@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.analytics.grouping import group_ids
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.scheduling import SchedulingPolicy
 
@@ -257,9 +258,13 @@ def pod_queues(samples: pd.DataFrame, pods: pd.DataFrame, keys: list[str]) -> pd
     """Per group of ``keys`` of the held samples: the queues their pods ran in, sorted and
     ``+``-joined, empty where none (column ``queue``)."""
     held = samples[samples[c.ALLOCATED].to_numpy(dtype=bool) & samples["pod_id"].notna()]
+    pod = held["pod_id"].to_numpy(dtype="int64")
+    if len(held):  # one row per (group, pod): the first
+        group, _ = group_ids(held[keys])
+        pair = group * (int(pod.max()) - int(pod.min()) + 1) + (pod - int(pod.min()))
+        held = held.iloc[np.sort(np.unique(pair, return_index=True)[1])]
     pairs = pd.DataFrame({k: held[k].astype(object).to_numpy() for k in keys})
     pairs["pod_id"] = held["pod_id"].to_numpy(dtype="int64")
-    pairs = pairs.drop_duplicates()
     queues = pods.drop_duplicates("pod_id").set_index("pod_id")["queue"]
     pairs["queue"] = pairs["pod_id"].map(queues).to_numpy(dtype=object)
     joined = pairs.groupby(keys, sort=True, dropna=False)["queue"].agg(_joined)

@@ -85,6 +85,42 @@ def detail_from_rows(
     )
 
 
+def _kept(hist: Histograms, keep: np.ndarray) -> Histograms:
+    return hist if bool(keep.all()) else hist.take(keep)
+
+
+def _pod_lookup(pod_column: pd.Series, mapping: Mapping[int, float]) -> tuple[np.ndarray, ...]:
+    """Per row of ``pod_column``: whether ``mapping`` has its pod, and the mapped value (0
+    where not)."""
+    pods = pod_column.to_numpy(dtype=np.int64)
+    if not mapping:
+        return np.zeros(len(pods), dtype=bool), np.zeros(len(pods))
+    keys = np.fromiter(mapping.keys(), dtype=np.int64, count=len(mapping))
+    values = np.fromiter(mapping.values(), dtype=np.float64, count=len(mapping))
+    at = pd.Index(keys).get_indexer(pd.Index(pods))
+    found = at >= 0
+    return found, np.where(found, values[at], 0.0)
+
+
+def _workload_rows(
+    loads: pd.DataFrame, keys: list[str], workload_ids: Mapping[tuple[str, ...], int]
+) -> np.ndarray:
+    """Per row of ``loads``: the workload id of its ``keys`` (as text), -1 where not named."""
+    if not len(loads):
+        return np.zeros(0, dtype=np.int64)
+    codes, uniques = [], []
+    for name in keys:
+        code, unique = pd.factorize(loads[name].to_numpy(dtype=object), use_na_sentinel=False)
+        codes.append(code.astype(np.int64))
+        uniques.append([str(value) for value in unique])
+    combos, row_combo = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    ids = [
+        workload_ids.get(tuple(uniques[n][code] for n, code in enumerate(combo)), -1)
+        for combo in combos.tolist()
+    ]
+    return np.asarray(ids, dtype=np.int64)[row_combo.reshape(-1)]
+
+
 def detail_from_store(
     stored: series.StoredDetail,
     workload_ids: Mapping[tuple[str, ...], int],
@@ -94,27 +130,24 @@ def detail_from_store(
     """Stored detail of the workloads named in ``workload_ids`` (keys of WORKLOAD_KEYS → wid)
     and pods in ``pod_ids`` (pod id → wid); rows of other workloads and pods are left out."""
     pods = stored.pods
-    pod_wid = np.array([pod_ids.get(int(p), -1) for p in pods["pod_id"]], dtype=np.int64)
-    keep = pod_wid >= 0
-    requested = np.array([pod_requested.get(int(p), 0.0) for p in pods["pod_id"]])
+    keep, wid = _pod_lookup(pods["pod_id"], {p: float(w) for p, w in pod_ids.items()})
+    requested = _pod_lookup(pods["pod_id"], pod_requested)[1]
+    pod_wid = np.where(keep, wid, -1).astype(np.int64)
     pod_detail = PodDetail(
         pod_wid[keep], pods["pod_id"].to_numpy(np.int64)[keep],
         pods["data_s"].to_numpy(np.int64)[keep], pods["held_max"].to_numpy(np.int64)[keep],
-        np.nan_to_num(requested[keep]), stored.pod_busy.take(keep), stored.pod_util.take(keep),
-        stored.pod_fb_used.take(keep),
+        np.nan_to_num(requested[keep]), _kept(stored.pod_busy, keep),
+        _kept(stored.pod_util, keep), _kept(stored.pod_fb_used, keep),
     )  # fmt: skip
     loads = stored.workloads
-    keys = loads[["cluster", "namespace", "workload_kind", "workload", "gpu_model"]]
-    load_wid = np.array(
-        [workload_ids.get(tuple(map(str, k)), -1) for k in keys.itertuples(index=False)],
-        dtype=np.int64,
-    )
+    keys = ["cluster", "namespace", "workload_kind", "workload", "gpu_model"]
+    load_wid = _workload_rows(loads, keys, workload_ids)
     kept = load_wid >= 0
     load_detail = LoadDetail(
         load_wid[kept], loads["hour_ts"].to_numpy(np.int64)[kept],
         loads["data_s"].to_numpy(np.int64)[kept],
         loads["util_sum_bin_s"].to_numpy(np.int64)[kept],
-        stored.held.take(kept), stored.util_sum.take(kept),
+        _kept(stored.held, kept), _kept(stored.util_sum, kept),
     )  # fmt: skip
     return pod_detail, load_detail
 
@@ -133,6 +166,8 @@ def _concat_hist(parts: list[tuple[Histograms, int]]) -> Histograms:
 def merge_pods(a: PodDetail, b: PodDetail) -> PodDetail:
     """Rows of ``a`` then ``b`` (pod keys of ``b`` shifted clear of ``a``'s)."""
     na, nb = len(a.wid), len(b.wid)
+    if not nb:
+        return a
     shift = int(a.pod.max()) + 1 if na else 0
     return PodDetail(
         np.concatenate([a.wid, b.wid]), np.concatenate([a.pod, b.pod + shift]),
@@ -146,6 +181,8 @@ def merge_pods(a: PodDetail, b: PodDetail) -> PodDetail:
 
 def merge_loads(a: LoadDetail, b: LoadDetail) -> LoadDetail:
     na, nb = len(a.wid), len(b.wid)
+    if not nb:
+        return a
     return LoadDetail(
         np.concatenate([a.wid, b.wid]),
         np.concatenate([a.hour_ts, b.hour_ts]),

@@ -6,7 +6,10 @@ Built from the settings once per command or request, then passed to the pure ana
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine
@@ -122,21 +125,43 @@ def load_inputs(
     (:func:`load_health`) for the health columns and ``investigate_efficiency``.
     """
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
-    detail = None
     if chosen == "hourly":
         start_ts, end_ts = hour_window(start_ts, end_ts)
-        samples = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
-        detail = repository_detail.load_detail(engine, start_ts, end_ts)
+    reads: dict[str, Callable[[], Any]] = {
+        "pods": lambda: repository.load_pods(engine),
+        "gpus": lambda: repository.load_gpus(engine),
+        "nodes": lambda: repository.load_nodes(engine),
+    }
+    if chosen == "hourly":
+        reads["samples"] = lambda: repository.load_hourly_samples(
+            engine, start_ts, end_ts, health=False
+        )
+        reads["detail"] = lambda: repository_detail.load_detail(engine, start_ts, end_ts)
     else:
-        samples = repository.load_samples(engine, start_ts, end_ts, health=False)
+        reads["samples"] = lambda: repository.load_samples(engine, start_ts, end_ts, health=False)
+    if health:
+        reads["health"] = lambda: load_health(engine, start_ts, end_ts)
+    got = _read_together(reads)
     return Inputs(
         start_ts=start_ts,
         end_ts=end_ts,
-        samples=samples,
-        pods=repository.load_pods(engine),
-        gpus=repository.load_gpus(engine),
-        nodes=repository.load_nodes(engine),
+        samples=got["samples"],
+        pods=got["pods"],
+        gpus=got["gpus"],
+        nodes=got["nodes"],
         resolution=chosen,
-        detail=detail,
-        health=load_health(engine, start_ts, end_ts) if health else None,
+        detail=got.get("detail"),
+        health=got.get("health"),
     )
+
+
+#: Reads of :func:`load_inputs` run at once, each on its own connection: the database (or the
+#: driver, outside Python's lock) works on one while Python turns another's rows into arrays.
+READ_THREADS = 3
+
+
+def _read_together(reads: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Each read's result by name; the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="read") as pool:
+        futures = {name: pool.submit(read) for name, read in reads.items()}
+        return {name: future.result() for name, future in futures.items()}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, select
 
@@ -13,8 +15,13 @@ from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.series import Histograms, StoredDetail
 from gpuwatch.store.models import Cluster, PodSampleHourly, WorkloadSampleHourly
 
+_POD_COLUMNS = ["hour_ts", "pod_id", "gpu_model", "data_s", "held_max"]
+_LOAD_COLUMNS = ["hour_ts", "cluster", "namespace", "workload_kind", "workload",
+                 "gpu_model", "data_s", "util_sum_bin_s"]  # fmt: skip
+_TEXT = frozenset({"gpu_model", "cluster", "namespace", "workload_kind", "workload"})
 
-def _histograms(blobs: list[Any]) -> Histograms:
+
+def _histograms(blobs: Sequence[Any]) -> Histograms:
     return Histograms(*sketch.decode_many(blobs))
 
 
@@ -23,39 +30,63 @@ def _rows(engine: Engine, stmt: Any) -> list[Any]:
         return [tuple(row) for row in conn.execute(stmt)]
 
 
+def _driver_rows(engine: Engine, sql: str, start_ts: int, end_ts: int) -> list[Any]:
+    """The driver's own row tuples of ``sql`` with its two window bounds (no per-row objects
+    of SQLAlchemy: a week holds hundreds of thousands of rows)."""
+    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    with engine.connect() as conn:
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql.format(mark=mark), (int(start_ts), int(end_ts)))
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+
+
+def _frame(rows: list[Any], names: list[str]) -> tuple[pd.DataFrame, list[list[Any]]]:
+    """The leading ``names`` of ``rows`` as a frame (integers int64, text as objects), and the
+    columns after them (the blobs) as lists."""
+    if not rows:
+        return pd.DataFrame([], columns=names), []
+    columns = [list(map(itemgetter(n), rows)) for n in range(len(rows[0]))]
+    data = {
+        name: np.array(columns[n], dtype=object if name in _TEXT else np.int64)
+        for n, name in enumerate(names)
+    }
+    return pd.DataFrame(data), columns[len(names) :]
+
+
+# Table names from the models; the window bounds are bound parameters.
+_POD_SQL = (
+    "SELECT hour_ts, pod_id, gpu_model, data_s, held_max, busy_hist, util_hist, fb_used_hist "  # noqa: S608
+    f"FROM {PodSampleHourly.__tablename__} "
+    "WHERE hour_ts >= {mark} AND hour_ts < {mark} ORDER BY hour_ts, pod_id"
+)
+_LOAD_SQL = (
+    "SELECT w.hour_ts, c.name, w.namespace, w.workload_kind, w.workload_name, w.gpu_model, "  # noqa: S608
+    "w.data_s, w.util_sum_bin_s, w.held_hist, w.util_sum_hist "
+    f"FROM {WorkloadSampleHourly.__tablename__} w JOIN {Cluster.__tablename__} c "
+    "ON c.id = w.cluster_id WHERE w.hour_ts >= {mark} AND w.hour_ts < {mark} "
+    "ORDER BY w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name, "
+    "w.gpu_model"
+)
+
+
 def load_detail(engine: Engine, start_ts: int, end_ts: int) -> StoredDetail:
     """The pod-hour and workload-hour detail of the hours starting in ``[start_ts, end_ts)``."""
-    p = PodSampleHourly
-    pod_rows = _rows(
-        engine,
-        select(p.hour_ts, p.pod_id, p.gpu_model, p.data_s, p.held_max, p.busy_hist, p.util_hist,
-               p.fb_used_hist)
-        .where(p.hour_ts >= start_ts, p.hour_ts < end_ts)
-        .order_by(p.hour_ts, p.pod_id),
-    )  # fmt: skip
-    w = WorkloadSampleHourly
-    load_rows = _rows(
-        engine,
-        select(w.hour_ts, Cluster.name, w.namespace, w.workload_kind, w.workload_name,
-               w.gpu_model, w.data_s, w.util_sum_bin_s, w.held_hist, w.util_sum_hist)
-        .join(Cluster, Cluster.id == w.cluster_id)
-        .where(w.hour_ts >= start_ts, w.hour_ts < end_ts)
-        .order_by(w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name,
-                  w.gpu_model),
-    )  # fmt: skip
-    pod_columns = ["hour_ts", "pod_id", "gpu_model", "data_s", "held_max"]
-    load_columns = ["hour_ts", "cluster", "namespace", "workload_kind", "workload",
-                    "gpu_model", "data_s", "util_sum_bin_s"]  # fmt: skip
-    pods = pd.DataFrame([r[:5] for r in pod_rows], columns=pod_columns)
-    loads = pd.DataFrame([r[:8] for r in load_rows], columns=load_columns)
+    pods, pod_blobs = _frame(_driver_rows(engine, _POD_SQL, start_ts, end_ts), _POD_COLUMNS)
+    loads, load_blobs = _frame(_driver_rows(engine, _LOAD_SQL, start_ts, end_ts), _LOAD_COLUMNS)
+    nothing: tuple[Any, ...] = ()
+    busy, util, fb_used = pod_blobs or (nothing, nothing, nothing)
+    held, util_sum = load_blobs or (nothing, nothing)
     return StoredDetail(
         pods=pods,
-        pod_busy=_histograms([r[5] for r in pod_rows]),
-        pod_util=_histograms([r[6] for r in pod_rows]),
-        pod_fb_used=_histograms([r[7] for r in pod_rows]),
+        pod_busy=_histograms(busy),
+        pod_util=_histograms(util),
+        pod_fb_used=_histograms(fb_used),
         workloads=loads,
-        held=_histograms([r[8] for r in load_rows]),
-        util_sum=_histograms([r[9] for r in load_rows]),
+        held=_histograms(held),
+        util_sum=_histograms(util_sum),
     )
 
 
@@ -94,18 +125,18 @@ def load_pod_detail(engine: Engine, hours: Iterable[int], pod_ids: Iterable[int]
         pod_list = sorted({p for _, p in pairs})
         pod_rows += [r for r in _pod_rows(engine, hour_list, pod_list) if (r[0], r[1]) in wanted]
     pod_rows.sort(key=lambda r: (r[0], r[1]))
-    pod_columns = ["hour_ts", "pod_id", "gpu_model", "data_s", "held_max"]
-    load_columns = ["hour_ts", "cluster", "namespace", "workload_kind", "workload",
-                    "gpu_model", "data_s", "util_sum_bin_s"]  # fmt: skip
-    nothing = _histograms([])
+    pods, blobs = _frame(pod_rows, _POD_COLUMNS)
+    nothing: tuple[Any, ...] = ()
+    busy, util, fb_used = blobs or (nothing, nothing, nothing)
+    empty = _histograms([])
     return StoredDetail(
-        pods=pd.DataFrame([r[:5] for r in pod_rows], columns=pod_columns),
-        pod_busy=_histograms([r[5] for r in pod_rows]),
-        pod_util=_histograms([r[6] for r in pod_rows]),
-        pod_fb_used=_histograms([r[7] for r in pod_rows]),
-        workloads=pd.DataFrame(columns=load_columns),
-        held=nothing,
-        util_sum=nothing,
+        pods=pods,
+        pod_busy=_histograms(busy),
+        pod_util=_histograms(util),
+        pod_fb_used=_histograms(fb_used),
+        workloads=pd.DataFrame(columns=_LOAD_COLUMNS),
+        held=empty,
+        util_sum=empty,
     )
 
 
