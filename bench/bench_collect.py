@@ -8,6 +8,12 @@ fresh PostgreSQL database, in a child process of its own (so its peak RSS is its
 steady state: after a backfill, collecting the last minute again, in a process that has already
 collected once (as ``gpuwatch collect --follow`` does).
 
+Beside the backfill, its floor: the same range requests the collector sends for every page
+(``PrometheusSource.fetch_page``: the same queries, request sizes, one request at a time with
+the next one asked while an answer is read), each answer read whole and thrown away (only its
+series are counted, which sizes the next request as in a collection). That is what Prometheus
+alone needs to answer the backfill; the table gives each backfill as a multiple of it.
+
     .venv/bin/python bench/bench_collect.py --gpus 200 --days 1 --runs 3
 """
 
@@ -24,6 +30,8 @@ import _support as S
 import fleetgen
 
 STEADY_RUNS_MIN = 5
+#: The fleet of ``--steady-gpus`` holds the last hour only (what a steady minute reads).
+STEADY_DAYS = 1 / 24
 
 
 def _settings(db_url: str, prom_url: str, step_s: int) -> object:
@@ -73,6 +81,34 @@ def child_collect(
     )
 
 
+def child_floor(prom_url: str, start_ts: int, end_ts: int, step_s: int) -> None:
+    """In a fresh process: send every page's range requests, answers read and dropped."""
+    from gpuwatch.cli.commands_collect import prometheus_source
+    from gpuwatch.collectors import prometheus, promjson
+    from gpuwatch.collectors.collect import Window
+
+    settings = _settings("sqlite://", prom_url, step_s)
+    source = prometheus_source(settings)  # type: ignore[arg-type]
+    page_s = int(settings.prometheus.page.total_seconds())  # type: ignore[attr-defined]
+    answers = [0, 0]  # answers, bytes
+
+    def series_only(body: bytes) -> promjson.Matrix:
+        answers[0] += 1
+        answers[1] += len(body)
+        none = promjson.empty_matrix()
+        return promjson.Matrix([{}] * body.count(b'{"metric":'), none.counts, none.ts, none.ts, [])
+
+    prometheus.promjson.decode = series_only  # type: ignore[assignment]
+    pages = Window(start_ts, end_ts, step_s, page_s).pages()
+    started = time.perf_counter()
+    for lo, hi in pages:
+        source.fetch_page(lo, hi, step_s)
+    seconds = time.perf_counter() - started
+    if not answers[0]:
+        raise RuntimeError("the floor read no answer: the decode call site moved")
+    S.emit({"seconds": seconds, "requests": answers[0], "bytes": answers[1], "pages": len(pages)})
+
+
 def _fresh_sqlite(path: Path) -> str:
     from gpuwatch.store.engine import make_engine, upgrade
 
@@ -99,7 +135,7 @@ def _warm_prometheus(prom_url: str, size: fleetgen.Size) -> None:
     """Read every sample once (untimed), as a busy Prometheus would have its blocks cached."""
     import requests
 
-    query = f"count(count_over_time(DCGM_FI_DEV_FB_USED[{int(size.days * 86400)}s]))"
+    query = f"count(count_over_time(DCGM_FI_DEV_FB_USED[{size.end_ts - size.start_ts}s]))"
     requests.get(
         f"{prom_url}/api/v1/query", params={"query": query, "time": size.end_ts}, timeout=600
     ).raise_for_status()
@@ -110,6 +146,40 @@ def _child_args(db_url: str, prom: str, lo: int, hi: int, step: int, warm: int) 
 
 
 def main() -> None:
+    args = _parser().parse_args()
+    if args.page:
+        os.environ["BENCH_COLLECT_PAGE"] = args.page  # the children inherit it
+    if args.child:
+        db, prom, lo, hi, step, warm = args.child
+        child_collect(db, prom, int(lo), int(hi), int(step), int(warm))
+        return
+    if args.child_floor:
+        prom, lo, hi, step = args.child_floor
+        child_floor(prom, int(lo), int(hi), int(step))
+        return
+    size = fleetgen.Size(args.gpus, args.days, args.step, args.seed)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    server_cm = S.postgres_server() if "postgres" in backends else None
+    server = server_cm.__enter__() if server_cm else None
+    try:
+        measures = _bench_size(size, args, backends, server, args.runs, floor=True)
+        if args.steady_gpus:
+            big = fleetgen.Size(args.steady_gpus, STEADY_DAYS, args.step, args.seed)
+            measures += _bench_size(big, args, backends, server, 1, floor=False)
+    finally:
+        if server_cm:
+            server_cm.__exit__(None, None, None)
+    print(f"\nafter: {S.machine_line()}")
+    page = f", {args.page} pages" if args.page else ""
+    S.print_table(f"gpuwatch collect, {size.name}{page} (real Prometheus)", measures)
+    floor = measures[0]
+    for measure in measures:
+        if measure.name.startswith(f"backfill {_span(size)},") and measure.seconds:
+            ratio = measure.median_s / floor.median_s
+            print(f"{measure.name}: {ratio:.2f} x the floor (target: at most 3)")
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--gpus", type=int, default=200)
     parser.add_argument("--days", type=float, default=1.0)
@@ -121,58 +191,83 @@ def main() -> None:
     )
     parser.add_argument("--no-steady", action="store_true", help="skip the steady-state minute")
     parser.add_argument(
+        "--steady-gpus",
+        type=int,
+        help="also the steady minute of a fleet this large (its own Prometheus holding the last "
+        "hour; one backfill of that hour first fills the store it runs on)",
+    )
+    parser.add_argument(
         "--page",
         help="prometheus.page for the runs (default: the setting's default, 6h); a shorter page "
         "makes a short window several pages, so fetching and writing overlap as in a long one",
     )
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.page:
-        os.environ["BENCH_COLLECT_PAGE"] = args.page  # the children inherit it
-    if args.child:
-        db, prom, lo, hi, step, warm = args.child
-        child_collect(db, prom, int(lo), int(hi), int(step), int(warm))
-        return
-    size = fleetgen.Size(args.gpus, args.days, args.step, args.seed)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    parser.add_argument("--child-floor", nargs=4, help=argparse.SUPPRESS)
+    return parser
+
+
+def _bench_size(
+    size: fleetgen.Size,
+    args: argparse.Namespace,
+    backends: list[str],
+    server: str | None,
+    runs: int,
+    floor: bool,
+) -> list[S.Measure]:
+    """The floor (with ``floor``), then per backend the backfill and the steady minute."""
     fleet = fleetgen.scaled_fleet(size.gpus, size.seed)
     print(
         f"data: {size.name}: {fleetgen.physical_gpus(fleet)} GPUs ({len(fleet.units)} units), "
         f"{size.days:g} days at {size.step_s}s"
     )
     tsdb = fleetgen.ensure_tsdb(size)
-    measures: list[S.Measure] = []
     work = size.folder / "collect"
     work.mkdir(exist_ok=True)
+    measures: list[S.Measure] = []
     with S.prometheus(tsdb) as prom:
         _warm_prometheus(prom, size)
         print(S.machine_line())
-        server_cm = S.postgres_server() if "postgres" in backends else None
-        server = server_cm.__enter__() if server_cm else None
-        try:
-            for backend in backends:
-                measures += _bench_backend(backend, size, args, prom, server, work)
-        finally:
-            if server_cm:
-                server_cm.__exit__(None, None, None)
-    print(f"\nafter: {S.machine_line()}")
-    page = f", {args.page} pages" if args.page else ""
-    S.print_table(f"gpuwatch collect, {size.name}{page} (real Prometheus {prom})", measures)
+        if floor:
+            measures.append(_bench_floor(size, runs, prom))
+        for backend in backends:
+            measures += _bench_backend(backend, size, args, runs, prom, server, work)
+    return measures
+
+
+def _span(size: fleetgen.Size) -> str:
+    return f"{size.days:g}d" if size.days >= 1 else f"{size.days * 24:g}h"
+
+
+def _bench_floor(size: fleetgen.Size, runs: int, prom: str) -> S.Measure:
+    """The backfill's range requests alone, answers read and dropped (:func:`child_floor`)."""
+    floor = S.Measure(f"floor {_span(size)}: Prometheus answers alone", unit="bytes")
+    argv = [__file__, "--child-floor", prom, str(size.start_ts), str(size.end_ts)]
+    for run in range(runs):
+        result = S.run_child([*argv, str(size.step_s)])
+        payload = result.payload
+        floor.add(payload["seconds"], result.rss_mib, payload["bytes"])
+        print(
+            f"  floor run {run + 1}: {payload['seconds']:.1f}s, {payload['requests']} requests "
+            f"over {payload['pages']} pages, {payload['bytes'] / 2**20:,.0f} MiB of answers",
+            flush=True,
+        )
+    return floor
 
 
 def _bench_backend(
     backend: str,
     size: fleetgen.Size,
     args: argparse.Namespace,
+    runs: int,
     prom: str,
     server: str | None,
     work: Path,
 ) -> list[S.Measure]:
     label = f"{fleetgen.physical_gpus(fleetgen.scaled_fleet(size.gpus, size.seed))} GPUs"
-    backfill = S.Measure(f"backfill {size.days:g}d, {label} -> {backend}", unit="samples")
+    backfill = S.Measure(f"backfill {_span(size)}, {label} -> {backend}", unit="samples")
     steady = S.Measure(f"steady minute, {label} -> {backend}", unit="samples")
     url = ""
-    for run in range(args.runs):
+    for run in range(runs):
         if backend == "sqlite":
             url = _fresh_sqlite(work / "collect.db")
         else:
@@ -189,7 +284,7 @@ def _bench_backend(
         )
     if not args.no_steady and url:
         lo = size.end_ts - size.step_s
-        for _ in range(max(args.runs, STEADY_RUNS_MIN)):
+        for _ in range(max(runs, STEADY_RUNS_MIN)):
             result = S.run_child(_child_args(url, prom, lo, size.end_ts, size.step_s, size.step_s))
             steady.add(result.payload["seconds"], result.rss_mib, result.payload["samples"])
         print(f"  {steady.name}: median {steady.median_s:.2f}s", flush=True)

@@ -95,7 +95,7 @@ class Size:
 
     @property
     def start_ts(self) -> int:
-        return END_TS - int(self.days * 86400)
+        return END_TS - round(self.days * 86400)
 
     @property
     def end_ts(self) -> int:

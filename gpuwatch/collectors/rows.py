@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -173,15 +174,22 @@ _NO_NODE = NodeFacts(1, None, DEVICE_PLUGIN)
 MIG_DISABLED = "all-disabled"
 
 
+@functools.cache
+def _memory_by_alias() -> dict[str, float]:
+    """Lower-cased model alias → memory of the first built-in model of that alias that has one
+    (the table ships with the package: read once)."""
+    memory: dict[str, float] = {}
+    for price in builtin_prices().values():
+        if price.memory_mib:
+            for alias in price.aliases:
+                memory.setdefault(alias.lower(), float(price.memory_mib))
+    return memory
+
+
 def _model_memory_mib(model: object) -> float | None:
     if not isinstance(model, str):
         return None
-    prices = builtin_prices()
-    wanted = model.strip().lower()
-    for price in prices.values():
-        if wanted in (alias.lower() for alias in price.aliases) and price.memory_mib:
-            return float(price.memory_mib)
-    return None
+    return _memory_by_alias().get(model.strip().lower())
 
 
 def _unit_facts(page: PageSamples, pairs: pd.DataFrame) -> pd.DataFrame:
