@@ -687,7 +687,7 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
     from sqlalchemy import text
 
     from gpuwatch.simulate.load import load_simulated
-    from gpuwatch.store import rollup
+    from gpuwatch.store import partitions, rollup
     from gpuwatch.store.engine import make_engine, upgrade
     from gpuwatch.store.models import GpuSample
 
@@ -705,6 +705,8 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
     gpu_ids = np.array([ids[(u.uuid, u.mig_gi_id, u.slot)] for u in fleet.units], dtype=np.int64)
     table = GpuSample.__tablename__
     total = 0
+    with engine.begin() as conn:
+        partitions.ensure_partitions(conn, size.start_ts, size.end_ts - 1)
     with engine.begin() as conn:
         dbapi: Any = conn.connection.dbapi_connection
         conn.exec_driver_sql("DROP INDEX IF EXISTS ix_gpu_samples_gpu_id_ts")
