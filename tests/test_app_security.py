@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -51,6 +51,8 @@ class Reply:
 class Server:
     port: int
     log: Path
+    #: The ``gpuwatch serve`` process.
+    pid: int = 0
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
         """``GET path`` exactly as written (no normalisation of ``..`` or escapes)."""
@@ -77,7 +79,9 @@ def _healthy(server: Server, process: subprocess.Popen[bytes]) -> bool:
 
 
 @contextmanager
-def serving(folder: Path, extra_env: dict[str, str]) -> Iterator[Server]:
+def serving(
+    folder: Path, extra_env: dict[str, str], extra_args: tuple[str, ...] = ()
+) -> Iterator[Server]:
     """``gpuwatch serve`` on an empty migrated SQLite store, its stderr in a file."""
     db = folder / "gpuwatch.db"
     if not db.exists():
@@ -88,7 +92,7 @@ def serving(folder: Path, extra_env: dict[str, str]) -> Iterator[Server]:
     env |= {"GPUWATCH_DATABASE_URL": f"sqlite:///{db}", **extra_env}
     server = Server(free_port(), folder / f"serve-{len(list(folder.glob('*.log')))}.log")
     with server.log.open("wb") as log:
-        args = ["serve", "--host", "127.0.0.1", "--port", str(server.port)]
+        args = ["serve", "--host", "127.0.0.1", "--port", str(server.port), *extra_args]
         process = subprocess.Popen(
             [sys.executable, "-m", "gpuwatch", *args],
             cwd=folder,
@@ -98,10 +102,10 @@ def serving(folder: Path, extra_env: dict[str, str]) -> Iterator[Server]:
         )
     try:
         wait_until(lambda: _healthy(server, process), "gpuwatch serve", 120)
-        yield server
+        yield replace(server, pid=process.pid)
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")

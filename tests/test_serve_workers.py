@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuwatch.cli.wsgi import gunicorn_options
-from gpuwatch.store.engine import make_engine, upgrade
-from tests.support.postgres import free_port
 from tests.support.prometheus import wait_until
-from tests.test_app_security import PAGES, Server
+from tests.test_app_security import PAGES, Server, serving
 
 
 def _children(pid: int) -> set[int]:
@@ -27,40 +23,13 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _healthy(server: Server, process: subprocess.Popen[bytes]) -> bool:
-    if process.poll() is not None:
-        pytest.fail(f"gpuwatch serve exited with {process.returncode}: {server.log_text()}")
-    try:
-        return server.get("/healthz").status == 200 and len(_children(process.pid)) == 2
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int]]:
     folder = tmp_path_factory.mktemp("serve-workers")
-    db = folder / "gpuwatch.db"
-    engine = make_engine(f"sqlite:///{db}")
-    upgrade(engine)
-    engine.dispose()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
-    env |= {"GPUWATCH_DATABASE_URL": f"sqlite:///{db}", "GPUWATCH_DASHBOARD__THREADS": "2"}
-    server = Server(free_port(), folder / "serve.log")
-    args = ["serve", "--host", "127.0.0.1", "--port", str(server.port), "--workers", "2"]
-    with server.log.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gpuwatch", *args],
-            cwd=folder,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until(lambda: _healthy(server, process), "gpuwatch serve --workers 2", 180)
-        yield server, process.pid
-    finally:
-        process.terminate()
-        assert process.wait(timeout=60) == 0, server.log_text()
+    env = {"GPUWATCH_DASHBOARD__THREADS": "2"}
+    with serving(folder, env, ("--workers", "2")) as server:
+        wait_until(lambda: len(_children(server.pid)) == 2, "two workers", 180)
+        yield server, server.pid
 
 
 def test_the_options_run_threaded_workers_with_logs_on_stderr() -> None:
