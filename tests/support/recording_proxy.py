@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.support.stub_http import send_json
+
 #: ``rewrite(path, query, body)``: the body to send back instead (None: the upstream's).
 Rewrite = Callable[[str, dict[str, str], bytes], bytes | None]
 
@@ -52,11 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
             proxy.answered.append((seen, status))
         if status == 200 and proxy.rewrite is not None:
             body = proxy.rewrite(parts.path, query, body) or body
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, status, body)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""

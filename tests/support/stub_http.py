@@ -18,6 +18,15 @@ Answer = tuple[int, bytes] | None
 _HOLD_LIMIT_S = 600.0
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    """Answer ``handler``'s request with ``status`` and a JSON ``body``."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -35,11 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, body = answer
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, status, body)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""
