@@ -44,7 +44,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
 
 
 def _collect(engine: Engine, url: str, start: int, end: int) -> CollectStats:
-    source = PrometheusSource(url, Catalogue(), retries=1, backoff_s=0.01)
+    # Retries as in production: a request slowed past its timeout on a loaded machine is asked
+    # again rather than failing the test.
+    source = PrometheusSource(url, Catalogue(), retries=3, backoff_s=0.5)
     window = Window(start, end, fx.STEP_S, PAGE_S)
     return collect(engine, "lab", window, source, None, LabelVariants(), now_ts=END)
 
