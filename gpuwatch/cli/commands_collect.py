@@ -79,9 +79,8 @@ def prometheus_source(settings: Settings, stop: Stop = NEVER) -> PrometheusSourc
     return PrometheusSource(
         prom.url,
         catalogue,
-        None,
-        prom.timeout.total_seconds(),
-        prom.retries,
+        timeout_s=prom.timeout.total_seconds(),
+        retries=prom.retries,
         max_series=prom.max_series,
         max_samples=prom.max_samples_per_request,
         page_timeout_s=prom.page_timeout.total_seconds(),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 
 from gpuwatch.collectors import claims, rows
 from gpuwatch.collectors.answers import PartialAnswer, PartialPage
@@ -37,7 +37,7 @@ from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.store import partitions, rollup, writer
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import repository_scheduling as sched_store
-from gpuwatch.store.models import CollectionState, DraDevice
+from gpuwatch.store.models import DraDevice
 
 SOURCE_PROMETHEUS = "prometheus"
 SOURCE_KUBERNETES = "kubernetes"
@@ -323,19 +323,10 @@ def collect(
     )
 
 
-def _state_detail(conn: Connection, cluster_id: int) -> dict[str, Any]:
-    table = CollectionState.__table__
-    stmt = select(table.c.detail).where(
-        table.c.cluster_id == cluster_id, table.c.source == SOURCE_PROMETHEUS
-    )
-    detail = conn.execute(stmt).scalar()
-    return dict(detail) if isinstance(detail, dict) else {}
-
-
 def _last_partial(engine: Engine, cluster_id: int) -> dict[str, Any] | None:
     """The last partial answer recorded (kept in the detail until another one replaces it)."""
     with engine.connect() as conn:
-        partial = _state_detail(conn, cluster_id).get("partial")
+        partial = writer.read_state_detail(conn, cluster_id, SOURCE_PROMETHEUS).get("partial")
     return partial if isinstance(partial, dict) else None
 
 
@@ -346,7 +337,10 @@ def _keep_partial(
     is (at the page's start where there is none yet: nothing before it is left to collect)."""
     partial = PartialPage(page_start, answer.warnings, now_ts, answer.server, answer.attempts)
     with engine.begin() as conn:
-        detail = {**_state_detail(conn, cluster_id), "partial": partial.detail()}
+        detail = {
+            **writer.read_state_detail(conn, cluster_id, SOURCE_PROMETHEUS),
+            "partial": partial.detail(),
+        }
         mark = writer.read_watermark(conn, cluster_id, SOURCE_PROMETHEUS)
         mark = partial.page_start_ts if mark is None else mark
         writer.advance_watermark(conn, cluster_id, SOURCE_PROMETHEUS, mark, now_ts, detail)

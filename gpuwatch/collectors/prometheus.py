@@ -72,7 +72,6 @@ class PrometheusSource:
         self,
         url: str,
         catalogue: Catalogue,
-        headers: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
         retries: int = 3,
         backoff_s: float = 1.0,
@@ -100,10 +99,8 @@ class PrometheusSource:
         self._cap: dict[str, int] = {}
         #: Fields asked for one node at a time since one instant of all was refused.
         self._by_node: set[str] = set()
-        http = http or HttpOptions()
-        http = replace(http, headers={**dict(headers or {}), **http.headers})
         # No hidden urllib3 retries: ours, in _call, are explicit, logged and bounded.
-        self._session = http.session()
+        self._session = (http or HttpOptions()).session()
         self._client = PrometheusConnect(
             url=url,
             headers={},

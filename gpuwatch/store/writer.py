@@ -276,6 +276,14 @@ def read_watermark(conn: Connection, cluster_id: int, source: str) -> int | None
     return None if value is None else int(value)
 
 
+def read_state_detail(conn: Connection, cluster_id: int, source: str) -> dict[str, Any]:
+    """The ``detail`` kept with a source's watermark (empty where there is none)."""
+    table = table_of(CollectionState)
+    stmt = select(table.c.detail).where(table.c.cluster_id == cluster_id, table.c.source == source)
+    detail = conn.execute(stmt).scalar()
+    return dict(detail) if isinstance(detail, dict) else {}
+
+
 def advance_watermark(
     conn: Connection,
     cluster_id: int,
