@@ -24,6 +24,7 @@ from gpuwatch.store.lease import (
     lease_name,
     may_take,
     read_all,
+    row_mutex_key,
     upgrade_lock,
 )
 
@@ -156,6 +157,27 @@ def test_postgres_a_holder_whose_session_ends_loses_the_lease(
     lost = a.acquire(1002)
     assert not lost.held and not a.held
     assert lost.holding is not None and lost.holding.holder == "b:2"
+
+
+@pytest.mark.postgres
+def test_postgres_a_refused_replica_reads_the_row_only_after_the_new_holder_wrote_it(
+    pg_engines: tuple[Engine, Engine], postgres_url: str
+) -> None:
+    a = Lease(pg_engines[0], NAME, "a:1", TTL_S)
+    assert a.acquire(1000).held
+    a.release(1001)  # the row still names a:1, expired
+    impatient = sa.create_engine(postgres_url, connect_args={"options": "-c lock_timeout=200"})
+    b = Lease(impatient, NAME, "b:2", TTL_S)
+    try:
+        # A third replica is between taking the lock and naming itself in the row: b waits
+        # for it (here: gives up after 200 ms) instead of reading "a:1" as the holder.
+        with pg_engines[1].begin() as third:
+            third.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": row_mutex_key(NAME)})
+            with pytest.raises(sa.exc.OperationalError, match="lock timeout"):
+                b.acquire(1002)
+        assert b.acquire(1003).held
+    finally:
+        impatient.dispose()
 
 
 @pytest.mark.postgres

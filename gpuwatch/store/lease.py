@@ -3,7 +3,8 @@ the one holding the lease collects (docs/deploy.md#running-two-collectors).
 
 - PostgreSQL: a session advisory lock on a connection of its own, held for as long as the
   replica leads; the database drops it the moment that connection dies. The ``leases`` row only
-  says who holds it and since when.
+  says who holds it and since when; it is written and read under a transaction-level mutex, so
+  that a replica refused the lock never reads the name of the holder before.
 - SQLite: the ``leases`` row is the lock. It is taken where absent, expired, or already this
   holder's (one atomic UPDATE, else an INSERT), and renewed before every page written; a holder
   that stops renewing loses it once ``expires_ts`` has passed.
@@ -63,6 +64,12 @@ def advisory_key(name: str) -> int:
     version: the first 8 bytes of the name's SHA-256)."""
     digest = hashlib.sha256(name.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def row_mutex_key(name: str) -> int:
+    """PostgreSQL: the transaction-level advisory lock held while a replica takes the lease's
+    lock and writes its row, or is refused and reads the row."""
+    return advisory_key(f"{name} row")
 
 
 def may_take(holding: Holding | None, holder: str, now_ts: int) -> bool:
@@ -130,6 +137,8 @@ class Lease:
         self.postgres = engine.dialect.name == "postgresql"
         self._lock_conn: Connection | None = None
         self._held = False
+        #: The transaction-level mutex around "take the lock, write the row" and "read the row".
+        self._row_key = row_mutex_key(name)
 
     @property
     def held(self) -> bool:
@@ -140,15 +149,16 @@ class Lease:
     def acquire(self, now_ts: int) -> Attempt:
         """Take the lease, or renew it where this replica holds it. Not held: the row says who
         does. A holder that finds it lost (connection gone, row taken) is no longer held."""
-        if self.postgres:
-            self._held = self._lock_postgres()
-        else:
-            with self.engine.begin() as conn:
+        with self.engine.begin() as conn:
+            if self.postgres:
+                # Taking the lock and naming its holder in the row is one step for every other
+                # replica: they read the row under the same mutex, so never a stale name.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._row_key})
+                self._held = self._lock_postgres()
+                if self._held:
+                    _write_row(conn, self.name, self.holder, now_ts, self.ttl_s)
+            else:
                 self._held = _take_row(conn, self.name, self.holder, now_ts, self.ttl_s)
-        if self._held and self.postgres:
-            with self.engine.begin() as conn:
-                _write_row(conn, self.name, self.holder, now_ts, self.ttl_s)
-        with self.engine.connect() as conn:
             return Attempt(self._held, read(conn, self.name))
 
     def _lock_postgres(self) -> bool:
