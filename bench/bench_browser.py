@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,18 @@ def _line(name: str, values: list[float]) -> str:
     return f"{name:<36} {len(ms):>4} {statistics.median(ms):>9.0f} {min(ms):>9.0f} {max(ms):>9.0f}"
 
 
-def run(db_url: str, workers: int, runs: int, timeout_s: float) -> None:
+@dataclass
+class BrowserFigures:
+    """What :func:`run` measured: seconds per page, filter change seconds, worker RSS (MiB)."""
+
+    first_load_s: dict[str, list[float]] = field(default_factory=dict)
+    filter_change_s: dict[str, list[float]] = field(default_factory=dict)
+    worker_rss_mib: list[float] = field(default_factory=list)
+
+
+def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigures:
     print(machine_line())
+    figures = BrowserFigures()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuwatch-bench-serve.log"
     with serving(db_url, workers, log) as (base, process):
         pid = process.pid
@@ -138,17 +149,21 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> None:
             print(f"{'page / action':<36} {'n':>4} {'median':>9} {'min':>9} {'max':>9}  (ms)")
             for path, page in PAGES:
                 values = [_open(driver, base + path, page, timeout_s) for _ in range(runs)]
+                figures.first_load_s[page] = values
                 print(_line(f"{page}: first load", values), flush=True)
             for path, page in PAGES[:5]:
                 values = [
                     _open(driver, f"{base}{path}?{FILTERS[i % len(FILTERS)]}", page, timeout_s)
                     for i in range(runs)
                 ]
+                figures.filter_change_s[page] = values
                 print(_line(f"{page}: filter change", values), flush=True)
         finally:
             driver.quit()
-        rss = [_rss_mib(child) for child in _children(pid)]
+        figures.worker_rss_mib = [_rss_mib(child) for child in _children(pid)]
+        rss = figures.worker_rss_mib
         print(f"\nworker RSS MiB: {', '.join(f'{r:.0f}' for r in rss)} (max {max(rss):.0f})")
+    return figures
 
 
 def main() -> None:
@@ -158,7 +173,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per wait")
     args = parser.parse_args()
-    sys.exit(run(args.db, args.workers, args.runs, args.timeout))
+    run(args.db, args.workers, args.runs, args.timeout)
 
 
 if __name__ == "__main__":

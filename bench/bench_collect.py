@@ -162,10 +162,10 @@ def main() -> None:
     server_cm = S.postgres_server() if "postgres" in backends else None
     server = server_cm.__enter__() if server_cm else None
     try:
-        measures = _bench_size(size, args, backends, server, args.runs, floor=True)
+        measures = measure_size(size, args, backends, server, args.runs, floor=True)
         if args.steady_gpus:
             big = fleetgen.Size(args.steady_gpus, STEADY_DAYS, args.step, args.seed)
-            measures += _bench_size(big, args, backends, server, 1, floor=False)
+            measures += measure_size(big, args, backends, server, 1, floor=False)
     finally:
         if server_cm:
             server_cm.__exit__(None, None, None)
@@ -206,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bench_size(
+def measure_size(
     size: fleetgen.Size,
     args: argparse.Namespace,
     backends: list[str],

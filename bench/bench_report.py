@@ -200,7 +200,7 @@ def run_baseline(
 # --- the benchmark ----------------------------------------------------------------------------
 
 
-def _runs(name: str, argv: list[str], runs: int, unit: str, limit_gb: float) -> S.Measure:
+def measure_runs(name: str, argv: list[str], runs: int, unit: str, limit_gb: float) -> S.Measure:
     """``runs`` children of this script; a child that fails ends the series with a note."""
     measure = S.Measure(name, unit=unit)
     parts: list[tuple[float, float, float]] = []
@@ -303,12 +303,12 @@ def _gpuwatch(
             res = args.resolution
             argv = [__file__, "--child", "report", url, res, str(week_start)]
             name = f"weekly report, {gpus} GPUs, {backend}, {res}"
-            measures.append(_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
+            measures.append(measure_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
             if not args.no_recommend:
                 window = [str(week_start), str(size.end_ts)]
                 argv = [__file__, "--child", "recommend", url, res, *window]
                 name = f"recommend 7d, {gpus} GPUs, {backend}, {res}"
-                measures.append(_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
+                measures.append(measure_runs(name, argv, args.runs, "rows read", args.mem_limit_gb))
     return measures
 
 
