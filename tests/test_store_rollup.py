@@ -23,7 +23,7 @@ from gpuwatch.report.inputs import choose_resolution, load_inputs
 from gpuwatch.simulate.fleet import build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
 from gpuwatch.simulate.load import load_simulated
-from gpuwatch.store import repository, rollup, writer
+from gpuwatch.store import repository, rollup, rollup_append, writer
 from gpuwatch.store.engine import make_engine, upgrade
 from gpuwatch.store.models import SAMPLE_FIELDS
 
@@ -316,3 +316,38 @@ def test_a_fresh_hour_rolled_up_in_memory_leaves_other_units_alone(engine: Engin
             conn, writer.SampleColumns(*(c[page] for c in samples.columns())), {hour}
         )
     _assert_same_rows(_hourly_rows(engine), want)
+
+
+def test_a_page_appended_to_its_hour_merges_into_the_stored_rows(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last 20 minutes of an hour written after its first 40 were rolled up: merged, the
+    rows (detail included) are those of the whole hour; where the page raised a pod's GPU count,
+    the hour is rolled up from the table instead, to the same rows."""
+    want, want_detail = _hourly_rows(engine), _detail_rows(engine)
+    samples = _stored_samples(engine)
+    hour = int(samples.ts.max()) - int(samples.ts.max()) % 3600 - 3600
+    page = writer.SampleColumns(
+        *(c[(samples.ts >= hour + 2400) & (samples.ts < hour + 3600)] for c in samples.columns())
+    )
+    pod = int(page.pod_id[~np.isnan(page.pod_id)][0])
+    whole_hours: list[int] = []
+    roll_up = rollup.roll_up
+
+    def counted(conn: sa.Connection, start_ts: int, end_ts: int) -> int:
+        whole_hours.append(start_ts)
+        return roll_up(conn, start_ts, end_ts)
+
+    for raised, rolled in ((set(), []), ({pod}, [hour])):
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DELETE FROM gpu_samples WHERE ts >= {hour + 2400} "
+                                 f"AND ts < {hour + 3600}"))  # fmt: skip
+            rollup.roll_up(conn, hour, hour + 3600)  # the first 40 minutes
+            assert rollup_append.appended_hours(conn, 1, hour + 2400, hour + 3599, set()) == {hour}
+            writer.write_unique_samples(conn, page)
+            monkeypatch.setattr(rollup, "roll_up", counted)
+            rollup.roll_up_written(conn, page, set(), {hour}, raised)
+            monkeypatch.setattr(rollup, "roll_up", roll_up)
+        assert whole_hours == rolled
+        _assert_same_rows(_hourly_rows(engine), want)
+        assert _detail_rows(engine) == want_detail

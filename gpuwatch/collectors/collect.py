@@ -34,7 +34,7 @@ from gpuwatch.collectors.screen import SeriesIssues
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
 from gpuwatch.domain.labels import LabelVariants
-from gpuwatch.store import partitions, rollup, writer
+from gpuwatch.store import partitions, rollup, rollup_append, writer
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import repository_scheduling as sched_store
 from gpuwatch.store.models import DraDevice
@@ -193,11 +193,14 @@ def _write_page(
     samples = writer.unique_samples(columns)
     # Before anything reads gpu_samples in this transaction (PostgreSQL: day partitions).
     partitions.ensure_partitions(conn, int(samples.ts.min()), int(samples.ts.max()))
-    # Hours first written by this page are rolled up from the page itself, in memory.
-    fresh = rollup.unstored_hours(conn, int(samples.ts.min()), int(samples.ts.max()))
+    # Hours first written by this page are rolled up from the page itself, in memory; hours
+    # it only appends to merge the page's rows into the stored ones.
+    first_ts, last_ts = int(samples.ts.min()), int(samples.ts.max())
+    fresh = rollup.unstored_hours(conn, first_ts, last_ts)
+    appended = rollup_append.appended_hours(conn, cluster_id, first_ts, last_ts, fresh)
     written = writer.write_unique_samples(conn, samples)
-    store_pods.raise_gpu_counts(conn, units_at_once(samples))
-    rollup.roll_up_written(conn, samples, fresh)
+    raised = store_pods.raise_gpu_counts(conn, units_at_once(samples))
+    rollup.roll_up_written(conn, samples, fresh, appended, raised)
     held = np.unique(samples.pod_id[~np.isnan(samples.pod_id)]).astype(np.int64).tolist()
     stored_end = int(samples.ts.max()) + step_s if written else 0
     return written, set(gpu_ids.values()), set(held), stored_end

@@ -18,16 +18,21 @@ from gpuwatch.store.models import GpuSample, GpuSampleHourly, Pod
 from gpuwatch.store.writer import table_of
 
 
-def raise_gpu_counts(conn: Connection, counts: Mapping[int, int]) -> None:
+def raise_gpu_counts(conn: Connection, counts: Mapping[int, int]) -> set[int]:
     """Raise the ``gpu_count`` of DCGM-only pods (uid '') to ``counts`` (pod id → the most
-    distinct GPU units its series named at one sample time), never lowering it."""
+    distinct GPU units its series named at one sample time), never lowering it; returns the
+    ids of the pods raised."""
     table = table_of(Pod)
+    raised = set()
     for pod_id, count in counts.items():
-        conn.execute(
+        done = conn.execute(
             update(table)
             .where(table.c.id == int(pod_id), table.c.uid == "", table.c.gpu_count < int(count))
             .values(gpu_count=int(count))
         )
+        if done.rowcount:
+            raised.add(int(pod_id))
+    return raised
 
 
 def _dcgm_only_ids(conn: Connection, cluster_id: int) -> dict[tuple[str, str], int]:

@@ -17,7 +17,7 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.domain.durations import DAY_S
-from gpuwatch.store import partitions, rollup_detail, rollup_health
+from gpuwatch.store import partitions, rollup_append, rollup_detail, rollup_health
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -209,39 +209,103 @@ def _insert_rows(conn: Connection, names: list[str], rows: list[tuple[Any, ...]]
     conn.exec_driver_sql(sql, rows)
 
 
-def roll_up_written(conn: Connection, samples: SampleColumns, fresh_hours: set[int]) -> int:
+#: How two hourly rows of one (hour, GPU unit, pod) merge (:mod:`~gpuwatch.store.rollup_append`).
+HOURLY_KEYS = ("hour_ts", "gpu_id", "pod_id")
+HOURLY_RULES = {
+    "samples": "sum", "step_s": "max", "first_ts": "min", "last_ts": "max", "data_s": "sum",
+    "used_s": "sum", "idle_s": "sum", "util_max": "max", "util_signal": "max",
+    "fb_used_max_mib": "max", "fb_total_mib": "max", "power_w_sum": "sum", "power_n": "sum",
+    "temp_max_c": "max", "xid": "max",
+}  # fmt: skip
+
+
+def roll_up_written(
+    conn: Connection,
+    samples: SampleColumns,
+    fresh_hours: set[int],
+    appended_hours: set[int] | None = None,
+    raised_pods: set[int] | None = None,
+) -> int:
     """Roll up every hour ``samples`` touch, just after writing them; returns rows.
 
     ``fresh_hours`` held no raw sample before the write (:func:`unstored_hours`): their samples
     of these GPU units are exactly ``samples``, rolled up in memory (the roll-ups of other units in
-    those hours are left alone). Other hours are rolled up from the table.
+    those hours are left alone). ``appended_hours`` held none of the cluster's samples at or
+    after the page's first instant (:func:`~gpuwatch.store.rollup_append.appended_hours`): the
+    page's rows are merged into the stored rows of its units, unless ``raised_pods`` (pods whose
+    GPU count the page raised) or a health reading makes that inexact. Other hours are rolled
+    up from the table.
     """
     if not len(samples):
         return 0
     hours = samples.ts - samples.ts % HOUR_S
     fresh = np.isin(hours, np.fromiter(fresh_hours, dtype=np.int64, count=len(fresh_hours)))
+    added = np.isin(hours, sorted(appended_hours or ())) & ~fresh
     rows = 0
-    for hour in np.unique(hours[~fresh]).tolist():
+    if added.any():
+        merged = _merge_appended(conn, samples.take(added), raised_pods or set())
+        rows += merged or 0
+        if merged is None:
+            added[:] = False
+    for hour in np.unique(hours[~fresh & ~added]).tolist():
         rows += roll_up(conn, hour, hour + HOUR_S)
     if fresh.any():
-        mine = samples if fresh.all() else samples.take(fresh)
-        # Only this page's GPU units: another cluster's collector may be rolling up the same
-        # hour for its own units at the same time.
-        fresh_hours_written = sorted(np.unique(hours[fresh]).tolist())
-        in_fresh = GpuSampleHourly.hour_ts.in_(fresh_hours_written)
-        mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
-        conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
-        idle_ratio = idle_util_pct(conn) / 100.0
-        columns = hourly_rows(mine, idle_ratio)
-        records = _records(columns)
-        _insert_rows(conn, list(columns), records)
-        rows += len(records)
-        held = rollup_detail.held_samples(
-            mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
-        )
-        rollup_detail.roll_up_samples(conn, held, idle_ratio)
-        rollup_health.roll_up_samples(conn, mine, fresh_hours_written)
+        rows += _roll_up_fresh(conn, samples if fresh.all() else samples.take(fresh), hours[fresh])
     return rows
+
+
+def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> int:
+    # Only this page's GPU units: another cluster's collector may be rolling up the same
+    # hour for its own units at the same time.
+    fresh_hours_written = sorted(np.unique(hours).tolist())
+    in_fresh = GpuSampleHourly.hour_ts.in_(fresh_hours_written)
+    mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
+    conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
+    idle_ratio = idle_util_pct(conn) / 100.0
+    columns = hourly_rows(mine, idle_ratio)
+    records = _records(columns)
+    _insert_rows(conn, list(columns), records)
+    held = rollup_detail.held_samples(
+        mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
+    )
+    rollup_detail.roll_up_samples(conn, held, idle_ratio)
+    rollup_health.roll_up_samples(conn, mine, fresh_hours_written)
+    return len(records)
+
+
+def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]) -> int | None:
+    """Merge the rows of ``mine`` (appended to their hours) into the stored ones; rows written,
+    or None (nothing written) where the hours must be rolled up from the table instead."""
+    pods = mine.pod_id[~np.isnan(mine.pod_id)].astype(np.int64)
+    if raised_pods and np.isin(pods, sorted(raised_pods)).any():
+        return None
+    hours = sorted(np.unique(mine.ts - mine.ts % HOUR_S).tolist())
+    units = np.unique(mine.gpu_id)
+    stored = rollup_append.read_columns(conn, GpuSampleHourly.__tablename__, _HOURLY_NAMES, hours)
+    old = rollup_append.rows_where(stored, np.isin(stored["gpu_id"], units))
+    old_health = rollup_health.stored_rows(conn, hours, units)
+    new_health = rollup_health.health_rows(mine)
+    if rollup_append.needs_whole_hour(old, old_health, new_health):
+        return None
+    idle_ratio = idle_util_pct(conn) / 100.0
+    merged = rollup_append.merge_columns(old, hourly_rows(mine, idle_ratio), HOURLY_KEYS,
+                                         HOURLY_RULES)  # fmt: skip
+    in_hours = GpuSampleHourly.hour_ts.in_(hours)
+    conn.execute(
+        delete(GpuSampleHourly).where(in_hours, GpuSampleHourly.gpu_id.in_(units.tolist()))
+    )
+    columns = {name: merged[name] for name in _HOURLY_NAMES}
+    records = _records(columns)
+    _insert_rows(conn, list(columns), records)
+    rollup_health.write_merged(conn, old_health, new_health, hours, units)
+    held = rollup_detail.held_samples(
+        mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
+    )
+    rollup_detail.merge_samples(conn, held, idle_ratio)
+    return len(records)
+
+
+_HOURLY_NAMES = (*HOURLY_KEYS, *HOURLY_RULES)
 
 
 def rebuild(conn: Connection, idle_util_pct_value: float, now_ts: int, span_s: int = DAY_S) -> int:

@@ -219,6 +219,86 @@ def roll_up_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -
     detail = compute(conn, samples, idle_ratio)
     pod_keys = sorted({(r["hour_ts"], r["pod_id"]) for r in detail.pods})
     loads = sorted({(r["hour_ts"], *(r[k] for k in _WORKLOAD_KEY)) for r in detail.workloads})
+    _delete_keys(conn, pod_keys, loads)
+    return _insert(conn, detail)
+
+
+_POD_HISTS = ("busy_hist", "util_hist", "fb_used_hist")
+_WORKLOAD_HISTS = ("held_hist", "util_sum_hist")
+
+
+def _added_blobs(old: list[bytes | None], new: list[bytes]) -> list[bytes]:
+    """Histogram blobs added bin by bin, row by row (``old[i]`` None: ``new[i]`` alone)."""
+    rows_a, bins_a, counts_a = sketch.decode_many(old)
+    rows_b, bins_b, counts_b = sketch.decode_many(new)
+    rows, bins, counts = sketch.histogram(
+        np.concatenate([rows_a, rows_b]),
+        np.concatenate([bins_a, bins_b]),
+        np.concatenate([counts_a, counts_b]),
+    )
+    return sketch.encode_rows(len(new), rows, bins, counts)
+
+
+def _merged(
+    new: list[dict[str, Any]],
+    old: dict[tuple[Any, ...], Any],
+    keys: tuple[str, ...],
+    hists: tuple[str, ...],
+    sums: tuple[str, ...],
+    peaks: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """``new`` rows with the stored rows ``old`` (by key) added in."""
+    before = [old.get(tuple(row[k] for k in keys)) for row in new]
+    out = [dict(row) for row in new]
+    for name in hists:
+        blobs = [None if b is None else b[name] for b in before]
+        for row, blob in zip(out, _added_blobs(blobs, [r[name] for r in new]), strict=True):
+            row[name] = blob
+    for row, stored in zip(out, before, strict=True):
+        if stored is None:
+            continue
+        for name in sums:
+            row[name] += int(stored[name])
+        for name in peaks:
+            row[name] = max(row[name], int(stored[name]))
+    return out
+
+
+def _stored(
+    conn: Connection, table: Any, keys: tuple[str, ...], wanted: list[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], Any]:
+    """The stored rows of ``table`` with the keys ``wanted``, by key."""
+    columns = tuple(getattr(table, k) for k in keys)
+    found: dict[tuple[Any, ...], Any] = {}
+    for at in range(0, len(wanted), _CHUNK):
+        chunk = wanted[at : at + _CHUNK]
+        rows = conn.execute(select(table.__table__).where(tuple_(*columns).in_(chunk)))
+        for row in rows.mappings():
+            found[tuple(row[k] for k in keys)] = row
+    return found
+
+
+def merge_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -> int:
+    """Merge the detail of ``samples`` (appended to their hours: no stored sample of their
+    pods at or after their first instant) into the stored detail; returns rows written."""
+    detail = compute(conn, samples, idle_ratio)
+    pod_keys = ("hour_ts", "pod_id")
+    load_keys = ("hour_ts", *_WORKLOAD_KEY)
+    wanted_pods = [tuple(r[k] for k in pod_keys) for r in detail.pods]
+    wanted_loads = [tuple(r[k] for k in load_keys) for r in detail.workloads]
+    old_pods = _stored(conn, PodSampleHourly, pod_keys, wanted_pods)
+    old_loads = _stored(conn, WorkloadSampleHourly, load_keys, wanted_loads)
+    pods = _merged(detail.pods, old_pods, pod_keys, _POD_HISTS, ("data_s",), ("held_max",))
+    loads = _merged(detail.workloads, old_loads, load_keys, _WORKLOAD_HISTS,
+                    ("data_s", "util_sum_bin_s"), ())  # fmt: skip
+    _delete_keys(conn, [k for k in wanted_pods if k in old_pods],
+                 [k for k in wanted_loads if k in old_loads])  # fmt: skip
+    return _insert(conn, Detail(pods, loads))
+
+
+def _delete_keys(
+    conn: Connection, pod_keys: list[tuple[Any, ...]], loads: list[tuple[Any, ...]]
+) -> None:
     p = PodSampleHourly
     w = WorkloadSampleHourly
     w_cols = (w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name, w.gpu_model)
@@ -227,4 +307,3 @@ def roll_up_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -
         conn.execute(delete(p).where(tuple_(p.hour_ts, p.pod_id).in_(chunk)))
     for at in range(0, len(loads), _CHUNK):
         conn.execute(delete(w).where(and_(tuple_(*w_cols).in_(loads[at : at + _CHUNK]))))
-    return _insert(conn, detail)

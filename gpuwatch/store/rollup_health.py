@@ -29,6 +29,7 @@ from gpuwatch.domain.health import (
     THERMAL_MASK,
     THROTTLE_MASK,
 )
+from gpuwatch.store import rollup_append
 from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS, HOUR_S, NO_POD
 from gpuwatch.store.models_health import GpuHealthHourly
 from gpuwatch.store.sample_columns import SampleColumns
@@ -272,17 +273,7 @@ def _values(name: str, column: np.ndarray) -> list[Any]:
     return [None if gone else v for gone, v in zip(missing.tolist(), listed, strict=True)]
 
 
-def roll_up_samples(conn: Connection, samples: SampleColumns, hours: Sequence[int]) -> int:
-    """Replace the rows of ``hours`` of the GPU units in ``samples`` (every sample those units
-    have in those hours) by the rows of ``samples``; returns rows written."""
-    if not len(samples):
-        return 0
-    stale = GpuHealthHourly.hour_ts.in_(sorted(int(h) for h in hours))
-    units = GpuHealthHourly.gpu_id.in_(np.unique(samples.gpu_id).astype(np.int64).tolist())
-    conn.execute(delete(GpuHealthHourly).where(stale, units))
-    if not samples.health_read() and np.isnan(samples.xid).all():
-        return 0
-    columns = health_rows(samples)
+def _insert(conn: Connection, columns: dict[str, np.ndarray]) -> int:
     count = len(columns["hour_ts"])
     if count:
         lists = [_values(name, columns[name]) for name in COLUMNS]
@@ -293,3 +284,57 @@ def roll_up_samples(conn: Connection, samples: SampleColumns, hours: Sequence[in
         )
         conn.exec_driver_sql(sql, list(zip(*lists, strict=True)))
     return count
+
+
+def _delete(conn: Connection, hours: Sequence[int], units: np.ndarray) -> None:
+    stale = GpuHealthHourly.hour_ts.in_(sorted(int(h) for h in hours))
+    in_units = GpuHealthHourly.gpu_id.in_(np.unique(units).astype(np.int64).tolist())
+    conn.execute(delete(GpuHealthHourly).where(stale, in_units))
+
+
+def roll_up_samples(conn: Connection, samples: SampleColumns, hours: Sequence[int]) -> int:
+    """Replace the rows of ``hours`` of the GPU units in ``samples`` (every sample those units
+    have in those hours) by the rows of ``samples``; returns rows written."""
+    if not len(samples):
+        return 0
+    _delete(conn, hours, samples.gpu_id)
+    if not samples.health_read() and np.isnan(samples.xid).all():
+        return 0
+    return _insert(conn, health_rows(samples))
+
+
+#: How two rows of one (hour, GPU unit, pod) merge (:mod:`~gpuwatch.store.rollup_append`).
+MERGE_RULES: dict[str, str] = {
+    "data_s": "sum", "first_ts": "min", "last_ts": "max", "util_s": "sum", "util_data_s": "sum",
+    **{name: "sum" for triple in RATIOS for name in triple[:2]},
+    "busy_sm_data_s": "sum", "busy_low_sm_s": "sum", "busy_tensor_data_s": "sum",
+    "busy_no_tensor_s": "sum", "clock_data_s": "sum",
+    **{name: "sum" for name, _ in CLOCK_CLASSES},
+    **{name: rule for total, count, _ in MEANS
+       for name, rule in ((total, "sum_or_null"), (count, "sum"))},
+    **{name: "capped" for name, _ in COUNTS},
+    "row_remap_failure": "max", "fail_first_ts": "min", "fail_xid": "max", "app_xid": "max",
+    "other_xid": "max",
+}  # fmt: skip
+KEYS = ("hour_ts", "gpu_id", "pod_id")
+
+
+def stored_rows(conn: Connection, hours: Sequence[int], units: np.ndarray) -> dict[str, np.ndarray]:
+    """The stored rows of ``hours`` of the GPU units ``units``, column by column."""
+    stored = rollup_append.read_columns(conn, GpuHealthHourly.__tablename__, COLUMNS, hours)
+    return rollup_append.rows_where(stored, np.isin(stored["gpu_id"], units))
+
+
+def write_merged(
+    conn: Connection,
+    old: dict[str, np.ndarray],
+    new: dict[str, np.ndarray],
+    hours: Sequence[int],
+    units: np.ndarray,
+) -> int:
+    """Replace the rows of ``hours`` of ``units`` (``old``, as :func:`stored_rows` read them) by
+    ``old`` merged with ``new`` (:func:`health_rows` of samples appended to those hours)."""
+    if not len(new["hour_ts"]):
+        return 0
+    _delete(conn, hours, units)
+    return _insert(conn, rollup_append.merge_columns(old, new, KEYS, MERGE_RULES))
