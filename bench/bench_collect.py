@@ -5,8 +5,9 @@ a Debian ``prometheus`` serves them. Each run collects the whole window with
 ``gpuwatch.collectors.collect.collect`` (the code behind ``gpuwatch collect``, default settings:
 60 s step, 6-hour pages unless ``--page``, no Kubernetes API) into a fresh SQLite file and a
 fresh PostgreSQL database, in a child process of its own (so its peak RSS is its own). Then the
-steady state: after a backfill, collecting the last minute again, in a process that has already
-collected once (as ``gpuwatch collect --follow`` does).
+steady state: in a store holding the window but its last minutes, a process collects one new
+minute (untimed, as the round before in ``gpuwatch collect --follow``) and then the next, timed:
+a minute appended to an hour that already holds the minutes before it.
 
 Beside the backfill, its floor: the same range requests the collector sends for every page
 (``PrometheusSource.fetch_page``: the same queries, request sizes, one request at a time with
@@ -283,12 +284,35 @@ def _bench_backend(
             flush=True,
         )
     if not args.no_steady and url:
-        lo = size.end_ts - size.step_s
-        for _ in range(max(runs, STEADY_RUNS_MIN)):
-            result = S.run_child(_child_args(url, prom, lo, size.end_ts, size.step_s, size.step_s))
-            steady.add(result.payload["seconds"], result.rss_mib, result.payload["samples"])
-        print(f"  {steady.name}: median {steady.median_s:.2f}s", flush=True)
+        _steady(steady, backend, size, max(runs, STEADY_RUNS_MIN), prom, server, work)
     return [backfill, steady]
+
+
+def _steady(
+    steady: S.Measure,
+    backend: str,
+    size: fleetgen.Size,
+    runs: int,
+    prom: str,
+    server: str | None,
+    work: Path,
+) -> None:
+    """``runs`` steady minutes, each one never stored before, as in ``collect --follow``: a
+    store filled up to ``2 × runs`` steps before the end (untimed), then per run a process that
+    collects one new minute (untimed, as the round before) and then the next (timed)."""
+    if backend == "sqlite":
+        url = _fresh_sqlite(work / "steady.db")
+    else:
+        assert server is not None
+        url = _fresh_postgres(server, "bench_collect_steady")
+    step = size.step_s
+    filled = size.end_ts - 2 * runs * step
+    S.run_child(_child_args(url, prom, size.start_ts, filled, step, 0))
+    for run in range(runs):
+        lo = filled + (2 * run + 1) * step
+        result = S.run_child(_child_args(url, prom, lo, lo + step, step, step))
+        steady.add(result.payload["seconds"], result.rss_mib, result.payload["samples"])
+    print(f"  {steady.name}: median {steady.median_s:.2f}s", flush=True)
 
 
 if __name__ == "__main__":

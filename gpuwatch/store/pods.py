@@ -17,22 +17,31 @@ from gpuwatch.store import rollup
 from gpuwatch.store.models import GpuSample, GpuSampleHourly, Pod
 from gpuwatch.store.writer import table_of
 
+#: Pod ids per IN (...) list.
+_CHUNK = 500
+
 
 def raise_gpu_counts(conn: Connection, counts: Mapping[int, int]) -> set[int]:
     """Raise the ``gpu_count`` of DCGM-only pods (uid '') to ``counts`` (pod id → the most
     distinct GPU units its series named at one sample time), never lowering it; returns the
-    ids of the pods raised."""
+    ids of the pods raised. One read per 500 pods, and an update only where one is due."""
     table = table_of(Pod)
-    raised = set()
-    for pod_id, count in counts.items():
-        done = conn.execute(
-            update(table)
-            .where(table.c.id == int(pod_id), table.c.uid == "", table.c.gpu_count < int(count))
-            .values(gpu_count=int(count))
+    ids = sorted(int(p) for p in counts)
+    due: dict[int, int] = {}
+    for at in range(0, len(ids), _CHUNK):
+        low = select(table.c.id, table.c.gpu_count).where(
+            table.c.id.in_(ids[at : at + _CHUNK]), table.c.uid == ""
         )
-        if done.rowcount:
-            raised.add(int(pod_id))
-    return raised
+        for pod_id, stored in conn.execute(low):
+            if int(stored) < int(counts[pod_id]):
+                due[int(pod_id)] = int(counts[pod_id])
+    for pod_id, count in due.items():
+        conn.execute(
+            update(table)
+            .where(table.c.id == pod_id, table.c.uid == "", table.c.gpu_count < count)
+            .values(gpu_count=count)
+        )
+    return set(due)
 
 
 def _dcgm_only_ids(conn: Connection, cluster_id: int) -> dict[tuple[str, str], int]:

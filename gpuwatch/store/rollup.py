@@ -232,9 +232,9 @@ def roll_up_written(
     of these GPU units are exactly ``samples``, rolled up in memory (the roll-ups of other units in
     those hours are left alone). ``appended_hours`` held none of the cluster's samples at or
     after the page's first instant (:func:`~gpuwatch.store.rollup_append.appended_hours`): the
-    page's rows are merged into the stored rows of its units, unless ``raised_pods`` (pods whose
-    GPU count the page raised) or a health reading makes that inexact. Other hours are rolled
-    up from the table.
+    page's rows are merged into the stored rows of its units, unless a pod of ``raised_pods``
+    (pods whose GPU count the page raised) already has rows in those hours, or a health reading
+    makes merging inexact. Other hours are rolled up from the table.
     """
     if not len(samples):
         return 0
@@ -276,12 +276,11 @@ def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> 
 def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]) -> int | None:
     """Merge the rows of ``mine`` (appended to their hours) into the stored ones; rows written,
     or None (nothing written) where the hours must be rolled up from the table instead."""
-    pods = mine.pod_id[~np.isnan(mine.pod_id)].astype(np.int64)
-    if raised_pods and np.isin(pods, sorted(raised_pods)).any():
-        return None
     hours = sorted(np.unique(mine.ts - mine.ts % HOUR_S).tolist())
     units = np.unique(mine.gpu_id)
     stored = rollup_append.read_columns(conn, GpuSampleHourly.__tablename__, _HOURLY_NAMES, hours)
+    if raised_pods and np.isin(stored["pod_id"], sorted(raised_pods)).any():
+        return None  # a pod already in these hours: its stored detail used its old GPU count
     old = rollup_append.rows_where(stored, np.isin(stored["gpu_id"], units))
     old_health = rollup_health.stored_rows(conn, hours, units)
     new_health = rollup_health.health_rows(mine)
