@@ -130,14 +130,6 @@ def unstored_hours(conn: Connection, first_ts: int, last_ts: int) -> set[int]:
     return out
 
 
-def _group_starts(*keys: np.ndarray) -> np.ndarray:
-    changed = np.zeros(len(keys[0]), dtype=bool)
-    changed[0] = True
-    for key in keys:
-        changed[1:] |= key[1:] != key[:-1]
-    return np.flatnonzero(changed)
-
-
 def hourly_rows(samples: SampleColumns, idle_ratio: float) -> dict[str, np.ndarray]:
     """The roll-up rows of ``samples`` (unique per GPU and instant), column by column: what
     :data:`_ROLL_UP_SQL` computes from the same rows, in memory (pure)."""
@@ -145,7 +137,7 @@ def hourly_rows(samples: SampleColumns, idle_ratio: float) -> dict[str, np.ndarr
     pod = np.where(np.isnan(samples.pod_id), NO_POD, samples.pod_id).astype(np.int64)
     order = np.lexsort((samples.ts, pod, samples.gpu_id, hour))
     hour, pod, gpu, ts = hour[order], pod[order], samples.gpu_id[order], samples.ts[order]
-    starts = _group_starts(hour, gpu, pod)
+    starts = rollup_append.group_starts(hour, gpu, pod)
     step = samples.step_s[order].astype(np.int64)
     util = samples.util_ratio[order]
     read = ~np.isnan(util)
@@ -210,7 +202,7 @@ def _insert_rows(conn: Connection, names: list[str], rows: list[tuple[Any, ...]]
 
 
 #: How two hourly rows of one (hour, GPU unit, pod) merge (:mod:`~gpuwatch.store.rollup_append`).
-HOURLY_KEYS = ("hour_ts", "gpu_id", "pod_id")
+HOURLY_KEYS = rollup_append.KEYS
 HOURLY_RULES = {
     "samples": "sum", "step_s": "max", "first_ts": "min", "last_ts": "max", "data_s": "sum",
     "used_s": "sum", "idle_s": "sum", "util_max": "max", "util_signal": "max",
@@ -254,6 +246,12 @@ def roll_up_written(
     return rows
 
 
+def _held(samples: SampleColumns) -> rollup_detail.HeldSamples:
+    """What the recommendation detail reads of ``samples``."""
+    return rollup_detail.held_samples(samples.gpu_id, samples.ts, samples.step_s, samples.pod_id,
+                                      samples.util_ratio, samples.fb_used_mib)  # fmt: skip
+
+
 def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> int:
     # Only this page's GPU units: another cluster's collector may be rolling up the same
     # hour for its own units at the same time.
@@ -265,10 +263,7 @@ def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> 
     columns = hourly_rows(mine, idle_ratio)
     records = _records(columns)
     _insert_rows(conn, list(columns), records)
-    held = rollup_detail.held_samples(
-        mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
-    )
-    rollup_detail.roll_up_samples(conn, held, idle_ratio)
+    rollup_detail.roll_up_samples(conn, _held(mine), idle_ratio)
     rollup_health.roll_up_samples(conn, mine, fresh_hours_written)
     return len(records)
 
@@ -297,10 +292,7 @@ def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]
     records = _records(columns)
     _insert_rows(conn, list(columns), records)
     rollup_health.write_merged(conn, old_health, new_health, hours, units)
-    held = rollup_detail.held_samples(
-        mine.gpu_id, mine.ts, mine.step_s, mine.pod_id, mine.util_ratio, mine.fb_used_mib
-    )
-    rollup_detail.merge_samples(conn, held, idle_ratio)
+    rollup_detail.merge_samples(conn, _held(mine), idle_ratio)
     return len(records)
 
 

@@ -28,6 +28,8 @@ from gpuwatch.domain.durations import HOUR_S
 #: ``min`` (both ignore NULL).
 RULES = ("sum", "sum_or_null", "capped", "max", "min")
 INT32_MAX = 2**31 - 1
+#: The key of the hourly and health roll-up rows.
+KEYS = ("hour_ts", "gpu_id", "pod_id")
 
 _PROBE_SQL = (
     "SELECT 1 FROM gpu_samples s JOIN gpus g ON g.id = s.gpu_id "
@@ -52,7 +54,8 @@ def appended_hours(
     return out
 
 
-def _group_starts(keys: list[np.ndarray]) -> np.ndarray:
+def group_starts(*keys: np.ndarray) -> np.ndarray:
+    """The first position of each run of equal keys in rows sorted by ``keys``."""
     changed = np.zeros(len(keys[0]), dtype=bool)
     if len(changed):
         changed[0] = True
@@ -92,7 +95,7 @@ def merge_columns(
         return columns
     order = np.lexsort(tuple(columns[k] for k in reversed(keys)))
     ordered = {name: column[order] for name, column in columns.items()}
-    starts = _group_starts([ordered[k] for k in keys])
+    starts = group_starts(*(ordered[k] for k in keys))
     out = {k: ordered[k][starts] for k in keys}
     for name, rule in rules.items():
         out[name] = _combine(rule, ordered[name], starts)
@@ -123,10 +126,9 @@ def needs_whole_hour(
     """Whether a (hour, GPU unit, pod) of the page's health rows has stored hourly rows but no
     stored health row: its stored samples had no health reading, and a health row of the whole
     hour counts them too, so merging would miss them."""
-    keys = ("hour_ts", "gpu_id", "pod_id")
 
     def key_set(columns: Mapping[str, np.ndarray]) -> set[tuple[int, ...]]:
-        stacked = np.column_stack([np.asarray(columns[k], np.float64) for k in keys])
+        stacked = np.column_stack([np.asarray(columns[k], np.float64) for k in KEYS])
         return set(map(tuple, stacked.astype(np.int64).tolist()))
 
     gained = key_set(new_health) - key_set(health)

@@ -169,11 +169,7 @@ class _Groups:
         gpu = samples.gpu_id.astype(np.int64)
         self.order = np.lexsort((ts, pod, gpu, hour))
         keys = (hour[self.order], gpu[self.order], pod[self.order])
-        changed = np.zeros(len(ts), dtype=bool)
-        changed[0] = True
-        for key in keys:
-            changed[1:] |= key[1:] != key[:-1]
-        self.starts = np.flatnonzero(changed)
+        self.starts = rollup_append.group_starts(*keys)
         self.keys = tuple(key[self.starts] for key in keys)
         self.ts = ts[self.order]
         self.step = samples.step_s.astype(np.int64)[self.order]
@@ -316,7 +312,7 @@ MERGE_RULES: dict[str, str] = {
     "row_remap_failure": "max", "fail_first_ts": "min", "fail_xid": "max", "app_xid": "max",
     "other_xid": "max",
 }  # fmt: skip
-KEYS = ("hour_ts", "gpu_id", "pod_id")
+KEYS = rollup_append.KEYS
 
 
 def stored_rows(conn: Connection, hours: Sequence[int], units: np.ndarray) -> dict[str, np.ndarray]:
