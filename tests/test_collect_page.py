@@ -7,7 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from gpuwatch.collectors import dcgm
 from gpuwatch.collectors.dcgm import page_samples, samples_from_results
+from gpuwatch.collectors.dcgm_labels import unnamed
 from gpuwatch.collectors.promjson import from_series
 from gpuwatch.domain.labels import LabelVariants
 
@@ -153,3 +155,28 @@ def test_arrays_and_json_give_the_same_page_and_a_window_keeps_its_units() -> No
     assert later.units["uuid"].tolist() == ["GPU-a"]
     assert later.to_frame()["ts"].tolist() == [T0 + 60, T0 + 120]
     assert later["ts"].tolist() == [T0 + 60, T0 + 120]
+
+
+def test_label_sets_are_read_without_the_metric_name() -> None:
+    assert unnamed(b'{"UUID":"GPU-1","__name__":"DCGM_FI_DEV_FB_USED","gpu":"0"}') == (
+        b'{"UUID":"GPU-1","gpu":"0"}'
+    )
+    assert unnamed(b'{"__name__":"A","gpu":"0"}') == b'{"gpu":"0"}'
+    assert unnamed(b'{"UUID":"GPU-1","__name__":"A"}') == b'{"UUID":"GPU-1"}'
+    assert unnamed(b'{"__name__":"A"}') == b"{}"
+    assert unnamed(b'{"__name__":"A\\"B","pod":"p"}') == b'{"pod":"p"}'
+    assert unnamed(b'{"pod":"__name__"}') == b'{"pod":"__name__"}'
+
+
+def test_a_unit_read_with_and_without_its_metric_name_is_one_label_set() -> None:
+    """``last_over_time`` keeps ``__name__``: the unit's identity is still worked out once."""
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in _results()}
+    results["util_prof"] = [_series("GPU-x", {0: "0.5"}, pod="p", namespace="ml")]
+    named = {"pod": "p", "namespace": "ml", "__name__": "DCGM_FI_DEV_FB_USED"}
+    results["fb_used_last_mib"] = [_series("GPU-x", {0: "90"}, **named)]
+    named["__name__"] = "DCGM_FI_DEV_FB_FREE"
+    results["fb_free_mib"] = [_series("GPU-x", {0: "910"}, **named)]
+    dcgm._identity.cache_clear()
+    frame = samples_from_results(results, LabelVariants(), 60)
+    assert dcgm._identity.cache_info().misses == 1
+    assert frame[["uuid", "pod"]].to_numpy().tolist() == [["GPU-x", "p"]]

@@ -38,6 +38,7 @@ from gpuwatch.collectors.dcgm_labels import (
     label_facts,
     pod_label_choice,
     series_identity,
+    unnamed,
 )
 from gpuwatch.collectors.page import (
     DEVICE_SLOT,
@@ -105,18 +106,21 @@ def _identities(
 ) -> tuple[list[tuple[dict[str, Any], tuple[Any, ...]] | None], list[str], screen.SeriesIssues]:
     """Each series' identity and its row (None: skipped, or no point) and field; and the
     series skipped or changed, by reason."""
-    choice = pod_label_choice(results, variants)
+    label_sets = {name: [unnamed(key) for key in m.keys] for name, m in results.items()}
+    choice = pod_label_choice((k for keys in label_sets.values() for k in keys), variants)
     identities: list[tuple[dict[str, Any], tuple[Any, ...]] | None] = []
     fields: list[str] = []
     issues = screen.IssueCounter()
     for name, matrix in results.items():
         counts, bad = matrix.counts.tolist(), matrix.malformed_counts.tolist()
-        for key, labels, count, skipped in zip(
-            matrix.keys, matrix.labels, counts, bad, strict=True
+        for key, labelled, labels, count, skipped in zip(
+            matrix.keys, label_sets[name], matrix.labels, counts, bad, strict=True
         ):
-            found, reasons = (None, ()) if not count else _identity(
-                key, variants, choice.get(label_facts(key, variants)[1])
-            )  # fmt: skip
+            if count:
+                pod_index = choice.get(label_facts(labelled, variants)[1])
+                found, reasons = _identity(labelled, variants, pod_index)
+            else:
+                found, reasons = None, ()
             for reason in reasons:
                 issues.add(reason, key, labels)
             if skipped:

@@ -10,17 +10,33 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from gpuwatch.collectors.promjson import Matrix
 from gpuwatch.domain.labels import LabelVariants
 
-#: Series whose labels' meaning is remembered between pages (a fleet's series come back every
-#: page; a few thousand bytes each).
-REMEMBERED_SERIES = 1 << 15
+#: Label sets whose meaning is remembered between pages (a fleet's series come back every
+#: page; a few thousand bytes each). Keyed without ``__name__`` (:func:`unnamed`), a GPU unit
+#: is one or two label sets whatever the number of fields: enough for 50,000 GPUs.
+REMEMBERED_SERIES = 1 << 16
+_NAME = re.compile(rb',?"__name__":"(?:[^"\\]|\\.)*"')
+
+
+def unnamed(key: bytes) -> bytes:
+    """A series' labels (JSON bytes) without ``__name__``: what they say of a GPU unit does not
+    depend on it, and ``last_over_time`` keeps it where ``avg_over_time`` drops it.
+
+    >>> unnamed(b'{"UUID":"GPU-1","__name__":"DCGM_FI_DEV_FB_USED","gpu":"0"}')
+    b'{"UUID":"GPU-1","gpu":"0"}'
+    >>> unnamed(b'{"__name__":"A","gpu":"0"}'), unnamed(b'{"__name__":"A"}')
+    (b'{"gpu":"0"}', b'{}')
+    """
+    if b'"__name__"' not in key:
+        return key
+    out = _NAME.sub(b"", key, count=1)
+    return b"{" + out[2:] if out.startswith(b"{,") else out
 
 
 def _first(labels: Mapping[str, str], names: Sequence[str]) -> str | None:
@@ -50,14 +66,14 @@ def label_facts(key: bytes, variants: LabelVariants) -> tuple[dict[str, str], Ta
     return labels, _target(labels, variants), preferred
 
 
-def pod_label_choice(results: Mapping[str, Matrix], variants: LabelVariants) -> dict[Target, int]:
-    """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses."""
+def pod_label_choice(keys: Iterable[bytes], variants: LabelVariants) -> dict[Target, int]:
+    """Per exporter, the index in ``variants.pod`` of the most preferred pod label it uses,
+    from the label sets ``keys`` (JSON bytes, :func:`unnamed`) of all its series."""
     choice: dict[Target, int] = {}
-    for matrix in results.values():
-        for key in matrix.keys:
-            _, target, index = label_facts(key, variants)
-            if index is not None:
-                choice[target] = min(index, choice.get(target, index))
+    for key in keys:
+        _, target, index = label_facts(key, variants)
+        if index is not None:
+            choice[target] = min(index, choice.get(target, index))
     return choice
 
 
