@@ -14,13 +14,14 @@ from sqlalchemy import Engine
 from gpuwatch.collectors.collect import Window, collect
 from gpuwatch.collectors.prometheus import PrometheusSource
 from gpuwatch.collectors.promql import Catalogue
+from gpuwatch.domain.frames import NO_POD
 from gpuwatch.domain.labels import LabelVariants
 from gpuwatch.report.weekly import iso_week_bounds
 from gpuwatch.store import rollup, rollup_append, rollup_health
 from gpuwatch.store.engine import make_engine, upgrade
 from tests import test_collect_health as health
 from tests.support import dcgm_fixture as fx
-from tests.support.prometheus import PrometheusProcess, prometheus_with_blocks
+from tests.support.prometheus import PrometheusProcess, Series, prometheus_with_blocks
 
 START, _ = iso_week_bounds("2026-W46")
 END = START + 2 * 3600
@@ -36,14 +37,33 @@ TABLES = {
 }
 
 
-@pytest.fixture(scope="module", params=["pods", "health"])
+LATE_TS = START + 45 * 60  # inside the minute pages: after FIRST_END, before MINUTES_END
+
+
+def _late_health() -> list[Series]:
+    """The fixture fleet, where a held and a free GPU report SM clocks (a health reading) only
+    from :data:`LATE_TS` on: their hour's health rows must count the samples before it too."""
+    late = [u for u in fx.units() if u.node == "gpu-node-a" and u.gpu in (0, 6)]
+    clocks = [
+        Series(
+            "DCGM_FI_DEV_SM_CLOCK", fx.labels(u), [(t, 1410.0) for t in fx.grid(LATE_TS, END, u)]
+        )
+        for u in late
+    ]
+    return [*fx.series(START, END), *clocks]
+
+
+@pytest.fixture(scope="module", params=["pods", "health", "late"])
 def fleet(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, PrometheusProcess]]:
-    """The fixture fleet (pods, workloads, blank readings, a late node), or the health fleet
-    of tests/test_collect_health.py (every efficiency and health field, XIDs, error counters)."""
+    """The fixture fleet (pods, workloads, blank readings, a late node), the health fleet of
+    tests/test_collect_health.py (every efficiency and health field, XIDs, error counters), or
+    the fixture fleet where two GPUs gain a first health reading in the middle of an hour."""
     if request.param == "pods":
         series = fx.series(START, END)
+    elif request.param == "late":
+        series = _late_health()
     else:
         series = [*health._h100(), *health._t4(), *health._others()]
     folder = tmp_path_factory.mktemp(f"dcgm-append-{request.param}")
@@ -94,6 +114,21 @@ def test_minute_pages_merge_into_the_stored_hour_as_a_whole_roll_up_would(
     if name == "pods":  # no health reading, and its one XID falls outside this window
         filled.remove("gpu_health_hourly")
     assert [t for t in TABLES if merged[t]] == filled
+    if name == "late":  # each late GPU's hour counts the 60 one-minute samples of its unit
+        with engine.connect() as conn:
+            late = conn.execute(
+                sa.text(
+                    "SELECT g.uuid, CASE WHEN h.pod_id = :free THEN 'free' ELSE 'held' END, "
+                    "h.data_s, h.first_ts "
+                    "FROM gpu_health_hourly h JOIN gpus g ON g.id = h.gpu_id "
+                    "WHERE h.hour_ts = :hour ORDER BY g.uuid"
+                ),
+                {"hour": START, "free": NO_POD},
+            ).all()
+        assert [tuple(r) for r in late] == [
+            ("GPU-a0000000", "held", 3600, START),
+            ("GPU-a0000006", "free", 3600, START),
+        ]
     with engine.begin() as conn:
         rollup.roll_up(conn, START, MINUTES_END)
     whole = _rows(engine)
@@ -138,15 +173,18 @@ def test_rows_merge_by_key_sums_add_extremes_ignore_null() -> None:
     assert out["low"].tolist() == [3605, 3600, 3660]
 
 
-def test_a_unit_whose_stored_samples_had_no_health_reading_rolls_up_its_whole_hour() -> None:
+def test_units_whose_stored_samples_had_no_health_reading_are_rolled_up_from_the_table() -> None:
     def rows(*keys: tuple[int, int, int]) -> dict[str, np.ndarray]:
         return {name: np.array([k[i] for k in keys]) for i, name in enumerate(rollup.HOURLY_KEYS)}
 
-    hourly = rows((3600, 1, 7), (3600, 2, 0))
+    hourly = rows((3600, 1, 7), (3600, 2, 0), (3600, 4, 9))
     health = rows((3600, 1, 7))
-    assert not rollup_append.needs_whole_hour(hourly, health, rows((3600, 1, 7)))
-    assert not rollup_append.needs_whole_hour(hourly, health, rows((3600, 3, 0)))  # a new unit
-    assert rollup_append.needs_whole_hour(hourly, health, rows((3600, 2, 0)))
+    assert rollup_append.gained_health(hourly, health, rows((3600, 1, 7))).tolist() == []
+    assert rollup_append.gained_health(hourly, health, rows((3600, 3, 0))).tolist() == []  # new
+    gained = rollup_append.gained_health(
+        hourly, health, rows((3600, 4, 9), (3600, 1, 7), (3600, 2, 0))
+    )
+    assert gained.tolist() == [2, 4]
 
 
 def test_every_roll_up_column_has_a_merge_rule() -> None:

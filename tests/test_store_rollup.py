@@ -318,15 +318,46 @@ def test_a_fresh_hour_rolled_up_in_memory_leaves_other_units_alone(engine: Engin
     _assert_same_rows(_hourly_rows(engine), want)
 
 
+def _quiet_workload(engine: Engine, hour: int) -> tuple[object, ...]:
+    """Delete the samples of the last 20 minutes of ``hour`` of the pods of one workload held in
+    its first 40, and roll the hour up again; returns the workload's stored row."""
+    with engine.begin() as conn:
+        ns, kind, name = conn.execute(
+            sa.text(
+                "SELECT p.namespace, p.workload_kind, p.workload_name FROM gpu_samples s "
+                "JOIN pods p ON p.id = s.pod_id WHERE s.ts >= :h AND s.ts < :h + 2400 "
+                "ORDER BY p.workload_name LIMIT 1"
+            ),
+            {"h": hour},
+        ).one()
+        conn.execute(
+            sa.text(
+                "DELETE FROM gpu_samples WHERE ts >= :h + 2400 AND ts < :h + 3600 AND pod_id IN "
+                "(SELECT id FROM pods WHERE namespace = :ns AND workload_kind = :kind "
+                "AND workload_name = :name)"
+            ),
+            {"h": hour, "ns": ns, "kind": kind, "name": name},
+        )
+        rollup.roll_up(conn, hour, hour + 3600)
+    found = [
+        r for r in _detail_rows(engine) if len(r) > 3 and r[0] == hour and r[3:5] == (kind, name)
+    ]
+    assert len(found) == 1 and found[0][2] == ns
+    return found[0]
+
+
 def test_a_page_appended_to_its_hour_merges_into_the_stored_rows(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last 20 minutes of an hour written after its first 40 were rolled up: merged, the
     rows (detail included) are those of the whole hour; where the page raised a pod's GPU count,
-    the hour is rolled up from the table instead, to the same rows."""
-    want, want_detail = _hourly_rows(engine), _detail_rows(engine)
+    the hour is rolled up from the table instead, to the same rows. One workload has no sample
+    in the page: its row of the hour stays as stored."""
     samples = _stored_samples(engine)
     hour = int(samples.ts.max()) - int(samples.ts.max()) % 3600 - 3600
+    quiet = _quiet_workload(engine, hour)
+    want, want_detail = _hourly_rows(engine), _detail_rows(engine)
+    samples = _stored_samples(engine)
     page = writer.SampleColumns(
         *(c[(samples.ts >= hour + 2400) & (samples.ts < hour + 3600)] for c in samples.columns())
     )
@@ -351,3 +382,4 @@ def test_a_page_appended_to_its_hour_merges_into_the_stored_rows(
         assert whole_hours == rolled
         _assert_same_rows(_hourly_rows(engine), want)
         assert _detail_rows(engine) == want_detail
+        assert quiet in want_detail

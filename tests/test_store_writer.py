@@ -29,6 +29,38 @@ def test_entities_upsert_keeps_first_seen_and_advances_last_seen(migrated_engine
     assert tuple(row) == (100, 300)
 
 
+def test_units_whose_facts_are_unchanged_only_see_their_last_seen_raised(
+    migrated_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unit(uuid: str, ts: int, model: str = "Tesla T4") -> dict[str, object]:
+        return _gpu(ts) | {"uuid": uuid, "model_name": model}
+
+    upserted: list[list[str]] = []
+    upsert = writer.upsert
+
+    def spied(conn: sa.Connection, model: type, rows: list[dict[str, object]], key: object) -> None:
+        upserted.append([str(row["uuid"]) for row in rows])
+        upsert(conn, model, rows, key)  # type: ignore[arg-type]
+
+    with migrated_engine.begin() as conn:
+        cluster = writer.ensure_cluster(conn, "prod")
+        first = writer.write_gpus(conn, cluster, [unit("GPU-1", 60), unit("GPU-2", 60)])
+        monkeypatch.setattr(writer, "upsert", spied)
+        rows = [unit("GPU-1", 120), unit("GPU-2", 120, "NVIDIA L4"), unit("GPU-3", 120)]
+        ids = writer.write_gpus(conn, cluster, rows)
+        quiet = writer.write_gpus(conn, cluster, [unit("GPU-1", 90), unit("GPU-3", 180)])
+        stored = conn.execute(
+            sa.text("SELECT uuid, model_name, first_seen_ts, last_seen_ts FROM gpus ORDER BY uuid")
+        ).all()
+    assert upserted == [["GPU-2", "GPU-3"], []]
+    assert [tuple(r) for r in stored] == [
+        ("GPU-1", "Tesla T4", 60, 120),
+        ("GPU-2", "NVIDIA L4", 60, 120),
+        ("GPU-3", "Tesla T4", 120, 180),
+    ]
+    assert ids == quiet and {k: ids[k] for k in first} == first and len(ids) == 3
+
+
 def test_samples_upsert_is_idempotent_and_updates_values(migrated_engine: Engine) -> None:
     with migrated_engine.begin() as conn:
         cluster = writer.ensure_cluster(conn, "prod")

@@ -224,9 +224,10 @@ def roll_up_written(
     of these GPU units are exactly ``samples``, rolled up in memory (the roll-ups of other units in
     those hours are left alone). ``appended_hours`` held none of the cluster's samples at or
     after the page's first instant (:func:`~gpuwatch.store.rollup_append.appended_hours`): the
-    page's rows are merged into the stored rows of its units, unless a pod of ``raised_pods``
-    (pods whose GPU count the page raised) already has rows in those hours, or a health reading
-    makes merging inexact. Other hours are rolled up from the table.
+    page's rows are merged into the stored rows of its units (the health rows of a unit whose
+    first health reading of the hour the page brings are rolled up from the table), unless a pod
+    of ``raised_pods`` (pods whose GPU count the page raised) already has rows in those hours.
+    Other hours are rolled up from the table.
     """
     if not len(samples):
         return 0
@@ -277,10 +278,6 @@ def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]
     if raised_pods and np.isin(stored["pod_id"], sorted(raised_pods)).any():
         return None  # a pod already in these hours: its stored detail used its old GPU count
     old = rollup_append.rows_where(stored, np.isin(stored["gpu_id"], units))
-    old_health = rollup_health.stored_rows(conn, hours, units)
-    new_health = rollup_health.health_rows(mine)
-    if rollup_append.needs_whole_hour(old, old_health, new_health):
-        return None
     idle_ratio = idle_util_pct(conn) / 100.0
     merged = rollup_append.merge_columns(old, hourly_rows(mine, idle_ratio), HOURLY_KEYS,
                                          HOURLY_RULES)  # fmt: skip
@@ -291,7 +288,7 @@ def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]
     columns = {name: merged[name] for name in _HOURLY_NAMES}
     records = _records(columns)
     _insert_rows(conn, list(columns), records)
-    rollup_health.write_merged(conn, old_health, new_health, hours, units)
+    rollup_health.merge_appended(conn, old, mine, hours, units)
     rollup_detail.merge_samples(conn, _held(mine), idle_ratio)
     return len(records)
 

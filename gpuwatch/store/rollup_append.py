@@ -8,10 +8,11 @@ the page's samples of that hour are disjoint from the stored ones, and merging t
 into the stored rows gives what rolling up the whole hour from the table gives, reading only the
 page: a steady one-minute collection reads one minute, not the hour so far.
 
-Where merging could differ from rolling up the hour again, the caller rolls up the hour from
-the table instead (:func:`needs_whole_hour`): a (GPU unit, pod) whose stored samples of the hour
-have no health reading gains one (its health row would count only the page), or a pod's GPU
-count was raised by the page (its stored detail used the old count).
+Where merging could differ from rolling up the hour again, the caller rolls up from the table
+instead: the health rows of a GPU unit one of whose (unit, pod) stored samples of the hour have
+no health reading gains one (:func:`gained_health`: its health row would count only the page),
+and the whole hour where a pod's GPU count was raised by the page (its stored detail used the
+old count).
 """
 
 from __future__ import annotations
@@ -118,18 +119,19 @@ def rows_where(columns: Mapping[str, np.ndarray], keep: np.ndarray) -> dict[str,
     return {name: column[keep] for name, column in columns.items()}
 
 
-def needs_whole_hour(
+def gained_health(
     hourly: Mapping[str, np.ndarray],
     health: Mapping[str, np.ndarray],
     new_health: Mapping[str, np.ndarray],
-) -> bool:
-    """Whether a (hour, GPU unit, pod) of the page's health rows has stored hourly rows but no
-    stored health row: its stored samples had no health reading, and a health row of the whole
-    hour counts them too, so merging would miss them."""
+) -> np.ndarray:
+    """The GPU units with a (hour, unit, pod) of the page's health rows that has stored hourly
+    rows but no stored health row: its stored samples had no health reading, and a health row
+    of the whole hour counts them too, so merging would miss them. Their health rows are
+    rolled up from the table instead."""
 
     def key_set(columns: Mapping[str, np.ndarray]) -> set[tuple[int, ...]]:
         stacked = np.column_stack([np.asarray(columns[k], np.float64) for k in KEYS])
         return set(map(tuple, stacked.astype(np.int64).tolist()))
 
-    gained = key_set(new_health) - key_set(health)
-    return bool(gained & key_set(hourly))
+    gained = (key_set(new_health) - key_set(health)) & key_set(hourly)
+    return np.array(sorted({gpu for _, gpu, _ in gained}), dtype=np.int64)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, and_, delete, insert, select, tuple_
+from sqlalchemy import Connection, delete, insert, select, tuple_
 
 from gpuwatch.domain import series, sketch
 from gpuwatch.domain.durations import HOUR_S
@@ -264,46 +264,80 @@ def _merged(
     return out
 
 
-def _stored(
-    conn: Connection, table: Any, keys: tuple[str, ...], wanted: list[tuple[Any, ...]]
-) -> dict[tuple[Any, ...], Any]:
-    """The stored rows of ``table`` with the keys ``wanted``, by key."""
-    columns = tuple(getattr(table, k) for k in keys)
+def _by_hour(keys: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
+    """(hour, id) keys as the ids of each hour."""
+    out: dict[int, list[int]] = {}
+    for hour, member in keys:
+        out.setdefault(int(hour), []).append(int(member))
+    return out
+
+
+def _stored_pods(conn: Connection, wanted: list[tuple[int, int]]) -> dict[tuple[Any, ...], Any]:
+    """The stored pod rows with the keys ``wanted`` ((hour, pod)), by key: one id list per
+    hour, which every database matches by index (a list of row values it may not)."""
+    p = PodSampleHourly
     found: dict[tuple[Any, ...], Any] = {}
-    for at in range(0, len(wanted), _CHUNK):
-        chunk = wanted[at : at + _CHUNK]
-        rows = conn.execute(select(table.__table__).where(tuple_(*columns).in_(chunk)))
-        for row in rows.mappings():
-            found[tuple(row[k] for k in keys)] = row
+    for hour, pods in _by_hour(wanted).items():
+        for at in range(0, len(pods), _CHUNK):
+            chunk = pods[at : at + _CHUNK]
+            rows = conn.execute(select(p.__table__).where(p.hour_ts == hour, p.pod_id.in_(chunk)))
+            found.update({(row["hour_ts"], row["pod_id"]): row for row in rows.mappings()})
     return found
+
+
+def _stored_workloads(
+    conn: Connection, scopes: Iterable[tuple[int, int]]
+) -> dict[tuple[Any, ...], Any]:
+    """Every stored workload row of each (hour, cluster) of ``scopes``, by key."""
+    w = WorkloadSampleHourly
+    found: dict[tuple[Any, ...], Any] = {}
+    for hour, cluster in scopes:
+        rows = conn.execute(select(w.__table__).where(w.hour_ts == hour, w.cluster_id == cluster))
+        found.update({tuple(row[k] for k in _LOAD_KEYS): row for row in rows.mappings()})
+    return found
+
+
+_POD_KEYS = ("hour_ts", "pod_id")
+_LOAD_KEYS = ("hour_ts", *_WORKLOAD_KEY)
 
 
 def merge_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -> int:
     """Merge the detail of ``samples`` (appended to their hours: no stored sample of their
-    pods at or after their first instant) into the stored detail; returns rows written."""
+    pods at or after their first instant) into the stored detail; returns rows written.
+
+    The workload rows of each (hour, cluster) the samples touch are written again whole (those
+    the samples leave alone as they were): a workload's key is five columns."""
     detail = compute(conn, samples, idle_ratio)
-    pod_keys = ("hour_ts", "pod_id")
-    load_keys = ("hour_ts", *_WORKLOAD_KEY)
-    wanted_pods = [tuple(r[k] for k in pod_keys) for r in detail.pods]
-    wanted_loads = [tuple(r[k] for k in load_keys) for r in detail.workloads]
-    old_pods = _stored(conn, PodSampleHourly, pod_keys, wanted_pods)
-    old_loads = _stored(conn, WorkloadSampleHourly, load_keys, wanted_loads)
-    pods = _merged(detail.pods, old_pods, pod_keys, _POD_HISTS, ("data_s",), ("held_max",))
-    loads = _merged(detail.workloads, old_loads, load_keys, _WORKLOAD_HISTS,
+    wanted_pods = [(r["hour_ts"], r["pod_id"]) for r in detail.pods]
+    old_pods = _stored_pods(conn, wanted_pods)
+    scopes = sorted({(r["hour_ts"], r["cluster_id"]) for r in detail.workloads})
+    old_loads = _stored_workloads(conn, scopes)
+    pods = _merged(detail.pods, old_pods, _POD_KEYS, _POD_HISTS, ("data_s",), ("held_max",))
+    loads = _merged(detail.workloads, old_loads, _LOAD_KEYS, _WORKLOAD_HISTS,
                     ("data_s", "util_sum_bin_s"), ())  # fmt: skip
-    _delete_keys(conn, [k for k in wanted_pods if k in old_pods],
-                 [k for k in wanted_loads if k in old_loads])  # fmt: skip
+    touched = {tuple(r[k] for k in _LOAD_KEYS) for r in loads}
+    loads += [dict(row) for key, row in old_loads.items() if key not in touched]
+    _delete_keys(conn, [k for k in wanted_pods if k in old_pods], [])
+    _delete_scopes(conn, scopes)
     return _insert(conn, Detail(pods, loads))
 
 
 def _delete_keys(
-    conn: Connection, pod_keys: list[tuple[Any, ...]], loads: list[tuple[Any, ...]]
+    conn: Connection, pod_keys: Iterable[tuple[Any, ...]], loads: Sequence[tuple[Any, ...]]
 ) -> None:
-    p = PodSampleHourly
-    w = WorkloadSampleHourly
+    """Delete the pod rows of ``pod_keys`` ((hour, pod)) and the workload rows of ``loads``."""
+    p, w = PodSampleHourly, WorkloadSampleHourly
+    for hour, pods in _by_hour((k[0], k[1]) for k in pod_keys).items():
+        for at in range(0, len(pods), _CHUNK):
+            chunk = pods[at : at + _CHUNK]
+            conn.execute(delete(p).where(p.hour_ts == hour, p.pod_id.in_(chunk)))
     w_cols = (w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name, w.gpu_model)
-    for at in range(0, len(pod_keys), _CHUNK):
-        chunk = pod_keys[at : at + _CHUNK]
-        conn.execute(delete(p).where(tuple_(p.hour_ts, p.pod_id).in_(chunk)))
     for at in range(0, len(loads), _CHUNK):
-        conn.execute(delete(w).where(and_(tuple_(*w_cols).in_(loads[at : at + _CHUNK]))))
+        conn.execute(delete(w).where(tuple_(*w_cols).in_(loads[at : at + _CHUNK])))
+
+
+def _delete_scopes(conn: Connection, scopes: Iterable[tuple[int, int]]) -> None:
+    """Delete every workload row of the (hour, cluster) ``scopes``."""
+    w = WorkloadSampleHourly
+    for hour, cluster in scopes:
+        conn.execute(delete(w).where(w.hour_ts == hour, w.cluster_id == cluster))

@@ -12,7 +12,7 @@ The busy, low-SM, no-tensor and throttle seconds count against the fixed limits 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,14 +133,15 @@ def _select() -> list[str]:
 
 #: Any efficiency or health reading, or an XID: a group without one has no row.
 _ANY_READING = f"COUNT(COALESCE({', '.join(HEALTH_SAMPLE_FIELDS)}, xid)) > 0"
-ROLL_UP_SQL = f"""
+_ROLL_UP = f"""
 INSERT INTO {GpuHealthHourly.__tablename__} ({", ".join(COLUMNS)})
 SELECT {", ".join(_select())}
 FROM gpu_samples
-WHERE ts >= :start_ts AND ts < :end_ts
+WHERE ts >= :start_ts AND ts < :end_ts{{units}}
 GROUP BY (ts / {HOUR_S}) * {HOUR_S}, gpu_id, COALESCE(pod_id, {NO_POD})
 HAVING {_ANY_READING}
 """  # noqa: S608 - constants only
+ROLL_UP_SQL = _ROLL_UP.format(units="")
 
 
 def roll_up_range(conn: Connection, first_hour: int, end_hour: int) -> int:
@@ -150,6 +151,21 @@ def roll_up_range(conn: Connection, first_hour: int, end_hour: int) -> int:
     conn.execute(delete(GpuHealthHourly).where(hours))
     result = conn.execute(text(ROLL_UP_SQL), {"start_ts": first_hour, "end_ts": end_hour})
     return max(int(result.rowcount or 0), 0)
+
+
+def roll_up_units(conn: Connection, hours: Sequence[int], units: np.ndarray) -> int:
+    """Rebuild the rows of ``hours`` of the GPU units ``units`` only, from the raw samples;
+    returns rows written."""
+    ids = np.unique(np.asarray(units, dtype=np.int64)).tolist()
+    if not ids:
+        return 0
+    _delete(conn, hours, np.asarray(ids))
+    sql = text(_ROLL_UP.format(units=f" AND gpu_id IN ({', '.join(map(str, ids))})"))
+    rows = 0
+    for hour in sorted({int(h) for h in hours}):
+        result = conn.execute(sql, {"start_ts": hour, "end_ts": hour + HOUR_S})
+        rows += max(int(result.rowcount or 0), 0)
+    return rows
 
 
 def delete_before(conn: Connection, hour_ts: int) -> int:
@@ -334,3 +350,28 @@ def write_merged(
         return 0
     _delete(conn, hours, units)
     return _insert(conn, rollup_append.merge_columns(old, new, KEYS, MERGE_RULES))
+
+
+def merge_appended(
+    conn: Connection,
+    hourly: Mapping[str, np.ndarray],
+    samples: SampleColumns,
+    hours: Sequence[int],
+    units: np.ndarray,
+) -> int:
+    """Merge the rows of ``samples`` (appended to ``hours``; their GPU units are ``units``, whose
+    stored hourly rows are ``hourly``) into the stored rows; returns rows written.
+
+    A unit of :func:`~gpuwatch.store.rollup_append.gained_health` is rolled up from the table
+    instead, the page's samples being written already."""
+    old = stored_rows(conn, hours, units)
+    new = health_rows(samples)
+    gained = rollup_append.gained_health(hourly, old, new)
+    rows = write_merged(
+        conn,
+        rollup_append.rows_where(old, ~np.isin(old["gpu_id"], gained)),
+        rollup_append.rows_where(new, ~np.isin(new["gpu_id"], gained)),
+        hours,
+        units[~np.isin(units, gained)],
+    )
+    return rows + roll_up_units(conn, hours, gained)
