@@ -49,6 +49,7 @@ def test_units_whose_facts_are_unchanged_only_see_their_last_seen_raised(
         rows = [unit("GPU-1", 120), unit("GPU-2", 120, "NVIDIA L4"), unit("GPU-3", 120)]
         ids = writer.write_gpus(conn, cluster, rows)
         quiet = writer.write_gpus(conn, cluster, [unit("GPU-1", 90), unit("GPU-3", 180)])
+        assert writer.write_gpus(conn, cluster, []) == quiet  # no unit: the ids, nothing written
         stored = conn.execute(
             sa.text("SELECT uuid, model_name, first_seen_ts, last_seen_ts FROM gpus ORDER BY uuid")
         ).all()

@@ -144,8 +144,10 @@ def write_gpus(
     ``UPDATE`` per instant for all such units: a steady minute changes no unit's facts, and
     upserting every unit of a large fleet each minute costs more than the rest of the write.
     """
+    if not rows:
+        return id_map(conn, Gpu, cluster_id, GPU_KEY)
     table = table_of(Gpu)
-    facts = [n for n in (rows[0] if rows else ()) if n not in ("first_seen_ts", "last_seen_ts")]
+    facts = [n for n in rows[0] if n not in ("first_seen_ts", "last_seen_ts")]
     columns = [table.c.id, table.c.last_seen_ts, *(table.c[n] for n in facts)]
     stored = {
         tuple(row[n] for n in GPU_KEY): row
