@@ -8,7 +8,7 @@ just written to hours that held none before. The arithmetic is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,24 +264,24 @@ def _merged(
     return out
 
 
-def _by_hour(keys: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
-    """(hour, id) keys as the ids of each hour."""
-    out: dict[int, list[int]] = {}
+def _hour_chunks(keys: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[int]]]:
+    """(hour, id) keys as (hour, up to :data:`_CHUNK` of its ids): one id list per hour, which
+    every database matches by index (a list of row values it may not)."""
+    by_hour: dict[int, list[int]] = {}
     for hour, member in keys:
-        out.setdefault(int(hour), []).append(int(member))
-    return out
+        by_hour.setdefault(int(hour), []).append(int(member))
+    for hour, ids in by_hour.items():
+        for at in range(0, len(ids), _CHUNK):
+            yield hour, ids[at : at + _CHUNK]
 
 
 def _stored_pods(conn: Connection, wanted: list[tuple[int, int]]) -> dict[tuple[Any, ...], Any]:
-    """The stored pod rows with the keys ``wanted`` ((hour, pod)), by key: one id list per
-    hour, which every database matches by index (a list of row values it may not)."""
+    """The stored pod rows with the keys ``wanted`` ((hour, pod)), by key."""
     p = PodSampleHourly
     found: dict[tuple[Any, ...], Any] = {}
-    for hour, pods in _by_hour(wanted).items():
-        for at in range(0, len(pods), _CHUNK):
-            chunk = pods[at : at + _CHUNK]
-            rows = conn.execute(select(p.__table__).where(p.hour_ts == hour, p.pod_id.in_(chunk)))
-            found.update({(row["hour_ts"], row["pod_id"]): row for row in rows.mappings()})
+    for hour, pods in _hour_chunks(wanted):
+        rows = conn.execute(select(p.__table__).where(p.hour_ts == hour, p.pod_id.in_(pods)))
+        found.update({(row["hour_ts"], row["pod_id"]): row for row in rows.mappings()})
     return found
 
 
@@ -327,10 +327,8 @@ def _delete_keys(
 ) -> None:
     """Delete the pod rows of ``pod_keys`` ((hour, pod)) and the workload rows of ``loads``."""
     p, w = PodSampleHourly, WorkloadSampleHourly
-    for hour, pods in _by_hour((k[0], k[1]) for k in pod_keys).items():
-        for at in range(0, len(pods), _CHUNK):
-            chunk = pods[at : at + _CHUNK]
-            conn.execute(delete(p).where(p.hour_ts == hour, p.pod_id.in_(chunk)))
+    for hour, pods in _hour_chunks(pod_keys):
+        conn.execute(delete(p).where(p.hour_ts == hour, p.pod_id.in_(pods)))
     w_cols = (w.hour_ts, w.cluster_id, w.namespace, w.workload_kind, w.workload_name, w.gpu_model)
     for at in range(0, len(loads), _CHUNK):
         conn.execute(delete(w).where(tuple_(*w_cols).in_(loads[at : at + _CHUNK])))
