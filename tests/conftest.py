@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,18 @@ from gpuwatch.store.engine import make_engine, upgrade
 from tests.support.postgres import private_postgres
 
 _db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def empty_working_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test runs in an empty folder of its own session, not in the checkout: a
+    ``gpuwatch.yaml`` there (``gpuwatch demo`` writes one) or a default ``gpuwatch.db`` would
+    reach every command a test runs without ``--config``. Tests name their files in full."""
+    before = Path.cwd()
+    folder = tmp_path_factory.mktemp("cwd")
+    os.chdir(folder)
+    yield folder
+    os.chdir(before)
 
 
 @pytest.fixture(scope="session")

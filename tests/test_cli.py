@@ -80,12 +80,25 @@ def test_db_upgrade_then_current(tmp_path: Path) -> None:
 
 
 def test_commands_refuse_a_database_without_schema(tmp_path: Path) -> None:
+    (tmp_path / "gw.db").touch()  # an empty file is an empty SQLite database
     env = {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}", "PATH": "/usr/bin:/bin"}
     result = run("serve", "--port", "1", env=env, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "gpuwatch: the database has no gpuwatch schema yet: run `gpuwatch db upgrade`"
+        f"gpuwatch: the database sqlite:///{tmp_path}/gw.db has no gpuwatch schema yet: "
+        "run `gpuwatch db upgrade`"
     )
+
+
+def test_a_missing_file_is_named_and_not_created(tmp_path: Path) -> None:
+    env = {"GPUWATCH_DATABASE_URL": "sqlite:///gw.db", "PATH": "/usr/bin:/bin"}
+    result = run("recommend", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"gpuwatch: no database at sqlite:///gw.db (no file {tmp_path}/gw.db): "
+        "run `gpuwatch db upgrade` to create it, or `gpuwatch demo` for a simulated fleet"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_config_show_masks_the_password(tmp_path: Path) -> None:

@@ -148,11 +148,13 @@ def test_bad_windows_are_usage_errors(store: dict[str, str]) -> None:
 
 
 def test_a_store_without_schema_is_a_runtime_failure(tmp_path: Path) -> None:
+    (tmp_path / "empty.db").touch()
     env = {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}"}
     result = CliRunner().invoke(cli, ["health"], env=env)
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "gpuwatch: the database has no gpuwatch schema yet: run `gpuwatch db upgrade`"
+        f"gpuwatch: the database sqlite:///{tmp_path}/empty.db has no gpuwatch schema yet: "
+        "run `gpuwatch db upgrade`"
     )
 
 

@@ -55,13 +55,56 @@ def test_csv_has_evidence_as_json_and_neutralised_text() -> None:
 
 def test_table_lists_every_recommendation_and_the_total() -> None:
     text = render_table(_recs())
-    lines = text.splitlines()
-    assert lines[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "GPU"]
-    assert "reclaim_idle" in lines[1]
-    assert "1,234.57" in lines[1]
-    assert lines[-2:] == [
+    assert text.splitlines() == [
+        "SAVINGS $/MONTH  KIND          CONFIDENCE  CLUSTER  TEAM      NAMESPACE/WORKLOAD",
+        "       1,234.57  reclaim_idle  medium      c1       research  ml/train",
+        "                 Tesla T4: 1 × nvidia.com/gpu → 0 × nvidia.com/gpu",
+        "           0.00  memory_risk   low         c1                 ml/=cmd",
+        "                 Tesla T4: 15000 MiB used of 15360 MiB → a GPU or MIG profile with more "
+        "memory",
+        "",
         "2 recommendations for 2 workloads",
         "potential savings $1,234.57 per month (the largest recommendation per workload)",
+    ]
+
+
+def test_table_fits_120_columns_whatever_the_names() -> None:
+    recs = (
+        _recs()
+        .iloc[[0]]
+        .assign(
+            cluster="production-us-east-1-primary",
+            team="machine-learning-platform",
+            namespace="research-notebooks-2",
+            workload="hyperparameter-sweep-" * 3,
+            suggested="x " * 150,
+        )
+    )
+    lines = render_table(recs).splitlines()
+    assert max(len(line) for line in lines) <= 120
+    # 120 - (15 + 12 + 10 + 16 + 16 + 5 gaps × 2) = 41 characters for the workload
+    assert lines[1].split("  ")[-3:] == [
+        "production-us-e…",
+        "machine-learnin…",
+        "research-notebooks-2/hyperparameter-swee…",
+    ]
+    assert len(lines[1]) == 120
+    change = lines[2 : lines.index("")]
+    assert len(change) == 4  # the change wraps, indented under the kind, never cut
+    assert all(line.startswith(" " * 17) for line in change)
+    assert sum(line.count("x") for line in change) == 150
+
+
+def test_table_footer_states_window_and_scope() -> None:
+    start = 1_794_182_400  # 2026-11-09 00:00 UTC
+    text = render_table(_recs(), None, (start, start + 7 * 86400), "cluster=c1, team=research")
+    assert text.split("\n\n")[-1].splitlines()[0] == (
+        "window 2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC; showing cluster=c1, team=research"
+    )
+    empty = render_table(empty_recommendations(), None, (start, start + 86400), "team=x")
+    assert empty.splitlines() == [
+        "No recommendations for this window.",
+        "window 2026-11-09 00:00 UTC to 2026-11-10 00:00 UTC; showing team=x",
     ]
 
 
@@ -72,10 +115,11 @@ def test_table_total_is_the_largest_saving_per_workload_with_its_basis() -> None
     start = 1_794_182_400  # 2026-11-09 00:00 UTC
     lines = render_table(frame, (start, start + 30 * 3600)).splitlines()
     # train's two suggestions are alternatives: $1,234.57 counts, $500 does not
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "3 recommendations for 2 workloads",
         "potential savings $1,234.57 per month (the largest recommendation per workload, "
-        "per 730 h from 30 h of data: 2026-11-09 00:00 UTC to 2026-11-10 06:00 UTC)",
+        "per 730 h from 30 h of data:",
+        "  2026-11-09 00:00 UTC to 2026-11-10 06:00 UTC)",  # never inside an instant
     ]
 
 

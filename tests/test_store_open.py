@@ -93,3 +93,22 @@ def test_a_newer_schema_on_postgresql(postgres_url: str, command: list[str]) -> 
         stamped = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
     assert stamped == "f00dfeed9999"
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != ["db", "upgrade"]], ids=" ".join)
+def test_a_missing_file_is_named_and_never_created(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "typo.db"
+    status, output = _run(f"sqlite:///{path}", command)
+    assert status == 1
+    assert _one_line(output) == (
+        f"gpuwatch: no database at sqlite:///{path} (no such file): run `gpuwatch db upgrade` "
+        "to create it, or `gpuwatch demo` for a simulated fleet"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_upgrade_creates_the_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    status, output = _run(f"sqlite:///{path}", ["db", "upgrade"])
+    assert status == 0, output
+    assert path.is_file()

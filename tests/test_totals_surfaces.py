@@ -211,10 +211,11 @@ def test_potential_savings_are_the_same_on_every_surface(
     table = run_cli(
         store_url, "recommend", "--start", "2026-11-09T00:00:00Z", "--end", "2026-11-16T00:00:00Z"
     )
-    assert table.rstrip().splitlines()[-1] == (
+    assert table.rstrip().splitlines()[-2:] == [
         "potential savings $1,460.00 per month (the largest recommendation per workload, "
-        "per 730 h from 30 h of data: 2026-11-10 00:00 UTC to 2026-11-11 06:00 UTC)"
-    )
+        "per 730 h from 30 h of data:",
+        "  2026-11-10 00:00 UTC to 2026-11-11 06:00 UTC)",
+    ]
     assert column_sum(weekly_rows, "est_monthly_savings_usd") == SAVINGS_USD
     basis = "per 730 h from 30 h of data"
     for page, key, query in (
@@ -232,3 +233,80 @@ def test_a_window_starting_before_the_data_is_labelled_with_the_data_span(app: D
         "Window: 7 days, with data from 2026-11-10 00:00 UTC to 2026-11-11 06:00 UTC only (30 h)"
         in subtitle("overview")
     )
+
+
+def _shown(flags: list[str]) -> str:
+    """``--team x --namespace y`` as the echo names it: ``team=x, namespace=y``."""
+    pairs = zip(flags[::2], flags[1::2], strict=True)
+    return ", ".join(f"{flag.removeprefix('--')}={value}" for flag, value in pairs)
+
+
+def run_cli_both(url: str, *args: str) -> tuple[str, str]:
+    """Standard output and standard error of one command on the store."""
+    result = CliRunner().invoke(cli, list(args), env={"GPUWATCH_DATABASE_URL": url})
+    assert result.exit_code == 0, result.output
+    return result.stdout, result.stderr
+
+
+def test_report_weekly_echoes_week_rows_and_the_csv_sums(store_url: str) -> None:
+    _, said = run_cli_both(store_url, "report", "weekly", "--week", WEEK)
+    assert said == (
+        "report weekly 2026-W46 (2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC): 4 rows "
+        "(2 workload rows); allocated $90.00, idle $60.00, unallocated $90.00; "
+        "potential savings $1,460.00 per month\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("scope", "rows", "echo"),
+    [
+        (["--namespace", "ml"], [("ml", "train")], "1 row (1 workload row); allocated $60.00, "
+         "idle $60.00, unallocated $0.00; potential savings $1,460.00 per month"),
+        # unallocated capacity belongs to no team: a team's rows are its workloads only
+        (["--team", "research"], [("ml", "train"), ("lab", "nb-0")], "2 rows (2 workload rows); "
+         "allocated $90.00, idle $60.00, unallocated $0.00; potential savings $1,460.00 per month"),
+        (["--namespace", "__idle__"], [("__idle__", "n1"), ("__idle__", "n2")], "2 rows "
+         "(0 workload rows); allocated $0.00, idle $0.00, unallocated $90.00; potential savings "
+         "$0.00 per month"),
+        (["--cluster", "c1", "--namespace", "lab"], [("lab", "nb-0")], "1 row (1 workload row); "
+         "allocated $30.00, idle $0.00, unallocated $0.00; potential savings $0.00 per month"),
+        (["--cluster", "c2"], [], "0 rows (0 workload rows); allocated $0.00, idle $0.00, "
+         "unallocated $0.00; potential savings $0.00 per month"),
+    ],
+)  # fmt: skip
+def test_report_weekly_keeps_the_rows_of_its_scope(
+    store_url: str, weekly_rows: list[dict[str, str]], scope: list[str], rows: list[Any], echo: str
+) -> None:
+    text, said = run_cli_both(store_url, "report", "weekly", "--week", WEEK, *scope)
+    kept = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["namespace"], r["workload"]) for r in kept] == rows
+    # the kept rows are the whole report's rows, unchanged
+    assert kept == [r for r in weekly_rows if (r["namespace"], r["workload"]) in rows]
+    shown = _shown(scope)
+    assert said == f"report weekly 2026-W46 (2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC, " \
+        f"{shown}): {echo}\n"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("scope", "workloads"),
+    [([], ["train"]), (["--namespace", "ml"], ["train"]), (["--team", "research"], ["train"]),
+     (["--namespace", "lab"], []), (["--cluster", "c2"], [])],
+)  # fmt: skip
+def test_recommend_keeps_the_rows_of_its_scope_and_echoes_the_window(
+    store_url: str, scope: list[str], workloads: list[str]
+) -> None:
+    window = ["--start", "2026-11-09T00:00:00Z", "--end", "2026-11-16T00:00:00Z"]
+    text, said = run_cli_both(store_url, "recommend", *window, *scope, "--format", "json")
+    assert [r["workload"] for r in json.loads(text)] == workloads
+    lines = said.splitlines()
+    shown = _shown(scope)
+    assert lines[0] == "recommend: window 2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC" + (
+        f"; showing {shown}" if shown else ""
+    )
+    count = len(workloads)
+    assert lines[1] == (
+        f"recommend: {count} recommendation{'' if count == 1 else 's'} for {count} "
+        f"workload{'' if count == 1 else 's'}"
+    )
+    saving = "1,460.00" if workloads else "0.00"
+    assert lines[2].startswith(f"recommend: potential savings ${saving} per month")

@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import math
+import re
+import textwrap
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,17 +15,18 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
+from gpuwatch.domain.words import counted
 
-_TABLE_COLUMNS = (
-    ("namespace", "NAMESPACE"),
-    ("workload", "WORKLOAD"),
-    ("gpu_model", "GPU MODEL"),
-    ("kind", "KIND"),
-    ("current", "CURRENT"),
-    ("suggested", "SUGGESTED"),
-    ("confidence", "CONFIDENCE"),
-    ("est_monthly_savings_usd", "SAVINGS $/MONTH"),
-)
+#: The text table fits a terminal this wide: one line per recommendation, then its GPU model
+#: and change (wrapped), indented under the kind.
+TABLE_WIDTH = 120
+_TABLE_HEADER = ("SAVINGS $/MONTH", "KIND", "CONFIDENCE", "CLUSTER", "TEAM", "NAMESPACE/WORKLOAD")
+#: Widest cluster and team cells; longer names end in an ellipsis. The workload takes the
+#: rest of the line, at least :data:`_MIN_WORKLOAD` characters.
+_CAPS = (None, None, None, 16, 16, None)
+_MIN_WORKLOAD = 20
+_GAP = "  "
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -61,11 +64,28 @@ def _instant(ts: int) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def table_footer(frame: pd.DataFrame, span: tuple[int, int] | None = None) -> list[str]:
-    """The table's totals: recommendations and workloads, and the potential savings (the
-    largest per workload), with the span of data they are extrapolated from."""
+def _context(window: tuple[int, int] | None, scope: str) -> list[str]:
+    """The window asked for and the scope shown, as the first footer line (none without)."""
+    parts = [] if window is None else [f"window {_instant(window[0])} to {_instant(window[1])}"]
+    if scope:
+        parts.append(f"showing {scope}")
+    return ["; ".join(parts)] if parts else []
+
+
+def table_footer(
+    frame: pd.DataFrame,
+    span: tuple[int, int] | None = None,
+    window: tuple[int, int] | None = None,
+    scope: str = "",
+) -> list[str]:
+    """The table's totals: the window asked for and the scope shown, recommendations and
+    workloads, and the potential savings (the largest per workload), with the span of data
+    they are extrapolated from. ``gpuwatch recommend`` echoes them with every format."""
     workloads = len(frame[list(c.WORKLOAD_KEYS)].drop_duplicates())
-    lines = [f"{len(frame)} recommendations for {workloads} workloads"]
+    lines = [
+        *_context(window, scope),
+        f"{counted(len(frame), 'recommendation')} for {counted(workloads, 'workload')}",
+    ]
     saving = f"potential savings ${potential_savings_usd(frame):,.2f} per month"
     if span is None:
         return [*lines, f"{saving} (the largest recommendation per workload)"]
@@ -77,28 +97,76 @@ def table_footer(frame: pd.DataFrame, span: tuple[int, int] | None = None) -> li
     ]
 
 
-def render_table(frame: pd.DataFrame, span: tuple[int, int] | None = None) -> str:
-    """A plain-text table for a terminal, largest saving first; ``span``: the data's
-    ``[first, end)`` the savings are extrapolated from, stated in the footer."""
+def _table_cells(record: dict[str, Any]) -> list[str]:
+    text = {k: "" if v is None else str(v) for k, v in record.items()}
+    return [
+        f"{float(record['est_monthly_savings_usd']):,.2f}",
+        text["kind"],
+        text["confidence"],
+        text["cluster"],
+        text["team"],
+        f"{text['namespace']}/{text['workload']}",
+    ]
+
+
+def _fit(cell: str, width: int) -> str:
+    return cell if len(cell) <= width else cell[: width - 1] + "…"
+
+
+def _table_widths(rows: list[list[str]]) -> list[int]:
+    natural = [max(len(row[i]) for row in rows) for i in range(len(_TABLE_HEADER))]
+    widths = [w if cap is None else min(w, cap) for w, cap in zip(natural, _CAPS, strict=True)]
+    others = sum(widths[:-1]) + len(_GAP) * (len(widths) - 1)
+    widths[-1] = min(natural[-1], max(_MIN_WORKLOAD, TABLE_WIDTH - others))
+    return widths
+
+
+def _table_line(cells: list[str], widths: list[int]) -> str:
+    shown = [_fit(cell, w) for cell, w in zip(cells, widths, strict=True)]
+    first = shown[0].rjust(widths[0])
+    rest = [cell.ljust(w) for cell, w in zip(shown[1:], widths[1:], strict=True)]
+    return _GAP.join([first, *rest]).rstrip()
+
+
+def _change(record: dict[str, Any], indent: int) -> list[str]:
+    """The recommendation's GPU model and change, wrapped under the kind column."""
+    text = f"{record['gpu_model'] or '?'}: {record['current']} → {record['suggested']}"
+    return textwrap.wrap(
+        text,
+        TABLE_WIDTH,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + 2),
+        break_on_hyphens=False,
+    )
+
+
+def render_table(
+    frame: pd.DataFrame,
+    span: tuple[int, int] | None = None,
+    window: tuple[int, int] | None = None,
+    scope: str = "",
+) -> str:
+    """A plain-text table for a terminal (at most :data:`TABLE_WIDTH` wide), largest saving
+    first; ``span``: the data's ``[first, end)`` the savings are extrapolated from, and
+    ``window`` the one asked for, both stated in the footer with the ``scope`` shown."""
     if frame.empty:
-        return "No recommendations for this window.\n"
-    header = [title for _, title in _TABLE_COLUMNS]
-    body = [
-        [
-            f"{float(record[name]):,.2f}"
-            if name == "est_monthly_savings_usd"
-            else str(record[name])
-            for name, _ in _TABLE_COLUMNS
-        ]
-        for record in to_json_records(frame)
-    ]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *body]
-    ]
-    lines.extend(["", *table_footer(frame, span)])
+        return "\n".join(["No recommendations for this window.", *_context(window, scope)]) + "\n"
+    records = to_json_records(frame)
+    rows = [list(_TABLE_HEADER), *(_table_cells(r) for r in records)]
+    widths = _table_widths(rows)
+    indent = widths[0] + len(_GAP)
+    lines = [_table_line(rows[0], widths)]
+    for record, cells in zip(records, rows[1:], strict=True):
+        lines.append(_table_line(cells, widths))
+        lines.extend(_change(record, indent))
+    lines.extend(["", *(_wrapped(line) for line in table_footer(frame, span, window, scope))])
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(line: str) -> str:
+    """A footer line wrapped to :data:`TABLE_WIDTH`, never inside an instant."""
+    glued = _INSTANT.sub(lambda m: m.group(0).replace(" ", "\0"), line)
+    return textwrap.fill(glued, TABLE_WIDTH, subsequent_indent="  ").replace("\0", " ")
 
 
 def neutralise(text: str) -> str:

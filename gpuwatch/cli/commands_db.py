@@ -21,7 +21,7 @@ def db() -> None:
 @pass_app
 def db_upgrade(app: AppContext) -> None:
     """Apply the migrations to the configured database, creating it if missing."""
-    engine = app.engine(check_schema=False)
+    engine = app.engine(check_schema=False, create=True)
     with lease.upgrade_lock(engine):
         before, after = upgrade(engine)
     where = app.settings.safe_database_url()

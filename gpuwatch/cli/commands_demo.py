@@ -12,9 +12,16 @@ import click
 from sqlalchemy import Engine
 
 from gpuwatch.cli.context import AppContext, pass_app
+from gpuwatch.config import DATABASE_URL_ENV, DEFAULT_CONFIG_FILE, resolve_config_path
 from gpuwatch.domain.durations import DAY_S, parse_duration
 from gpuwatch.store import repository
-from gpuwatch.store.engine import StoreError, make_engine, require_current_schema, upgrade
+from gpuwatch.store.engine import (
+    StoreError,
+    make_engine,
+    require_current_schema,
+    sqlite_path,
+    upgrade,
+)
 
 DEFAULT_DEMO_DB = "gpuwatch-demo.db"
 
@@ -64,6 +71,64 @@ def build_demo_database(path: Path, *, days: int, step_s: int, seed: int, now_ts
     for leftover in (Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         leftover.unlink(missing_ok=True)
     _progress(f"wrote {path} in {time.monotonic() - began:.1f}s")
+
+
+def demo_database_url(path: Path, folder: Path) -> str:
+    """The URL of the demo's file as ``folder``'s ``gpuwatch.yaml`` names it: relative when the
+    file lies in ``folder`` (commands find that file only when run there)."""
+    shown = path.name if path.parent == folder.resolve() else str(path)
+    return f"sqlite:///{shown}"
+
+
+def config_text(url: str) -> str:
+    """The ``gpuwatch.yaml`` the demo writes where none exists."""
+    return (
+        "# Written by `gpuwatch demo`: gpuwatch commands run in this folder read the demo's\n"
+        "# database. Point database_url at your own store (or delete this file) when done.\n"
+        "# Every setting: docs/configuration.md\n"
+        f"database_url: {url}\n"
+    )
+
+
+def _write_config(folder: Path, url: str) -> None:
+    target = folder / DEFAULT_CONFIG_FILE
+    try:
+        with target.open("x", encoding="utf-8") as out:
+            out.write(config_text(url))
+    except OSError as exc:
+        _progress(
+            f"could not write {target} ({exc.strerror or exc}): "
+            "other commands will not find the demo"
+        )
+        return
+    _progress(
+        f"wrote {target} (database_url: {url}): `gpuwatch recommend`, `gpuwatch report weekly` "
+        "and the other commands run in this folder read the demo"
+    )
+
+
+def _same_file(url: str, path: Path) -> bool:
+    found = sqlite_path(url)
+    return found is not None and found.resolve() == path
+
+
+def point_commands_at_demo(app: AppContext, path: Path, folder: Path) -> None:
+    """Make later commands run in ``folder`` read the demo's file at ``path``: write
+    ``gpuwatch.yaml`` there when no configuration file is in play, and say so; where the
+    configuration still names another database, say how to read the demo."""
+    environ = dict(os.environ)
+    url = demo_database_url(path, folder)
+    if resolve_config_path(app.config_file, environ) is None:
+        _write_config(folder, url)
+    looked = app.settings.database_url_value
+    if _same_file(looked, path):
+        return
+    source = resolve_config_path(app.config_file, environ)
+    where = f"${DATABASE_URL_ENV}" if DATABASE_URL_ENV in environ else str(source or "the default")
+    _progress(
+        f"other commands read {app.settings.safe_database_url()} (from {where}), not the demo; "
+        f"run them with {DATABASE_URL_ENV}=sqlite:///{path} to read it"
+    )
 
 
 def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int, workers: int = 1) -> None:
@@ -140,9 +205,10 @@ def demo(
         build_demo_database(path, days=days, step_s=step_s, seed=seed, now_ts=now_ts)
     else:
         _progress(f"reusing {path} (pass --rebuild for fresh data)")
+    point_commands_at_demo(app, path, Path.cwd())
     if no_serve:
         return
-    app.overrides["database_url"] = f"sqlite:///{path}"
+    app.override("database_url", f"sqlite:///{path}")
     _serve(app.engine(), app, host, port)
 
 

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from gpuwatch.analytics.recommend import recommend
 from gpuwatch.analytics.render import render_csv as render_recommendations_csv
-from gpuwatch.analytics.render import render_json, render_table
+from gpuwatch.analytics.render import render_json, render_table, table_footer
+from gpuwatch.analytics.scope import Scope, in_scope
 from gpuwatch.analytics.totals import data_span
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
 from gpuwatch.domain.durations import parse_instant
 from gpuwatch.report.inputs import RESOLUTIONS, Inputs, load_inputs, policy_from, price_book_from
+from gpuwatch.report.summary import describe_totals, report_totals
 from gpuwatch.report.weekly import iso_week_bounds, last_complete_week, render_csv, weekly_report
 
 DEFAULT_RECOMMEND_WINDOW = "7d"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def scope_options(command: F) -> F:
+    """``--cluster``, ``--team`` and ``--namespace``: which rows to show (computed over all)."""
+    for name in ("namespace", "team", "cluster"):
+        command = click.option(
+            f"--{name}",
+            metavar=name.upper(),
+            help=f"Only the rows of this {name} (figures are computed over the whole fleet).",
+        )(command)
+    return command
+
+
+def _instant(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _write(text: str, out: str | None) -> None:
@@ -54,12 +74,21 @@ def report() -> None:
     type=click.Choice(RESOLUTIONS),
     help="Read raw samples, hourly roll-ups, or auto (default: storage.resolution).",
 )
+@scope_options
 @pass_app
 def report_weekly(
-    app: AppContext, week: str | None, out: str | None, resolution: str | None
+    app: AppContext,
+    week: str | None,
+    out: str | None,
+    resolution: str | None,
+    cluster: str | None,
+    team: str | None,
+    namespace: str | None,
 ) -> None:
     """The weekly GPU waste report CSV: one row per workload and GPU model, plus unallocated
-    capacity per node (namespace __idle__), sorted by idle cost."""
+    capacity per node (namespace __idle__), sorted by idle cost.
+
+    The week, its row count and totals go to standard error."""
     now_ts = int(datetime.now(UTC).timestamp())
     label = week or last_complete_week(now_ts)
     try:
@@ -79,7 +108,15 @@ def report_weekly(
         health=data.health,
         scheduling=app.settings.scheduling.policy(),
     )
+    scope = Scope(cluster=cluster, team=team, namespace=namespace)
+    frame = in_scope(frame, scope)
     _write(render_csv(frame), out)
+    shown = f", {scope.describe()}" if scope.terms() else ""
+    click.echo(
+        f"report weekly {label} ({_instant(start_ts)} to {_instant(end_ts)}{shown}): "
+        f"{describe_totals(report_totals(frame))}",
+        err=True,
+    )
 
 
 @click.command("recommend")
@@ -98,14 +135,24 @@ def report_weekly(
     type=click.Choice(RESOLUTIONS),
     help="Read raw samples, hourly roll-ups, or auto (default: storage.resolution).",
 )
+@scope_options
 @pass_app
 def recommend_command(
-    app: AppContext, start: str, end: str | None, fmt: str, resolution: str | None
+    app: AppContext,
+    start: str,
+    end: str | None,
+    fmt: str,
+    resolution: str | None,
+    cluster: str | None,
+    team: str | None,
+    namespace: str | None,
 ) -> None:
     """Right-sizing suggestions with estimated monthly savings and confidence.
 
     Savings are per 730 hours, extrapolated from the hours of the window that have data; the
-    table's total counts the largest suggestion per workload (a workload's are alternatives)."""
+    total counts the largest suggestion per workload (a workload's are alternatives). The
+    table ends with the window, counts and total; with csv or json they go to standard
+    error."""
     now = datetime.now(UTC)
     try:
         start_ts = int(parse_instant(start, now).timestamp())
@@ -130,8 +177,13 @@ def recommend_command(
         detail=data.detail,
         health=data.health,
     )
+    scope = Scope(cluster=cluster, team=team, namespace=namespace)
+    frame = in_scope(frame, scope)
+    window = (start_ts, end_ts)
     if fmt == "table":
-        click.echo(render_table(frame, span))
+        click.echo(render_table(frame, span, window, scope.describe()), nl=False)
         return
     renderers = {"csv": render_recommendations_csv, "json": render_json}
     click.echo(renderers[fmt](frame), nl=False)
+    for line in table_footer(frame, span, window, scope.describe()):
+        click.echo(f"recommend: {line}", err=True)

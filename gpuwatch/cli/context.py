@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from gpuwatch.cli.masking import Masker, configure_logging
 from gpuwatch.config import Settings, load_settings
-from gpuwatch.store.engine import make_engine, require_current_schema
+from gpuwatch.store.engine import make_engine, require_current_schema, require_existing_database
 
 
 class RuntimeFailure(Exception):
@@ -28,6 +28,11 @@ class AppContext:
     def __post_init__(self) -> None:
         configure_logging(self.masker, self.verbose)
 
+    def override(self, name: str, value: Any) -> None:
+        """Set one setting above file and environment (as a command-line flag does)."""
+        self.overrides[name] = value
+        self._settings = None
+
     @property
     def settings(self) -> Settings:
         if self._settings is None:
@@ -35,9 +40,16 @@ class AppContext:
             self.masker.learn(self._settings.secret_values())
         return self._settings
 
-    def engine(self, *, check_schema: bool = True) -> Engine:
-        """The configured database; refuses an outdated schema unless told not to check."""
-        engine = make_engine(self.settings.database_url_value)
+    def engine(self, *, check_schema: bool = True, create: bool = False) -> Engine:
+        """The configured database; refuses an outdated schema unless told not to check.
+
+        Only ``create`` (``gpuwatch db upgrade``) may bring a missing SQLite file into being:
+        every other command names the URL it looked at and stops.
+        """
+        url = self.settings.database_url_value
+        if not create:
+            require_existing_database(url)
+        engine = make_engine(url)
         if check_schema:
             require_current_schema(engine)
         return engine

@@ -31,6 +31,7 @@ from gpuwatch.collectors.dra_slices import (
     identity,
     published_devices,
 )
+from gpuwatch.domain.words import counted
 
 JsonObject = Mapping[str, Any]
 #: A consumer pod: (namespace, name, uid).
@@ -90,13 +91,9 @@ class DraState:
         """One line for the collect output."""
         if not self.on:
             return f"DRA attribution off: {self.off_reason}"
-        devices = _plural(len(self.devices), "device")
-        claims = _plural(len({d.claim_uid for d in self.devices}), "claim")
+        devices = counted(len(self.devices), "device")
+        claims = counted(len({d.claim_uid for d in self.devices}), "claim")
         return f"DRA attribution on ({GROUP}/{self.api_version}): {devices} in {claims}"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def dra_off(reason: str, api_version: str | None = None) -> DraState:

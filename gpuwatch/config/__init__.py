@@ -61,13 +61,14 @@ __all__ = [
 CONFIG_ENV = "GPUWATCH_CONFIG"
 DEFAULT_CONFIG_FILE = "gpuwatch.yaml"
 ENV_PREFIX = "GPUWATCH_"
+DATABASE_URL_ENV = "GPUWATCH_DATABASE_URL"
 
 #: Short environment names for the settings people override most, besides the generic
 #: ``GPUWATCH_<SECTION>__<KEY>`` form (for example ``GPUWATCH_THRESHOLDS__IDLE_UTIL_PCT``).
 ENV_SHORTHANDS: dict[str, tuple[str, ...]] = {
     "GPUWATCH_CLUSTER": ("cluster",),
     "GPUWATCH_CLUSTER_PROVIDER": ("cluster_provider",),
-    "GPUWATCH_DATABASE_URL": ("database_url",),
+    DATABASE_URL_ENV: ("database_url",),
     "GPUWATCH_PROMETHEUS_URL": ("prometheus", "url"),
     "GPUWATCH_PROMETHEUS_STEP": ("prometheus", "step"),
     "GPUWATCH_PROMETHEUS_LOOKBACK": ("prometheus", "lookback"),

@@ -27,6 +27,40 @@ class SchemaOutdatedError(StoreError):
     """The database schema is older (or newer) than this gpuwatch."""
 
 
+class NoDatabaseError(StoreError):
+    """The configured SQLite file does not exist (only ``gpuwatch db upgrade`` creates one)."""
+
+
+def shown_url(engine: Engine) -> str:
+    """The engine's URL for a message: its password masked."""
+    return engine.url.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another database or an in-memory one."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(str(parsed.database)).expanduser()
+
+
+def require_existing_database(url: str) -> None:
+    """Refuse a SQLite URL whose file does not exist, rather than create an empty one.
+
+    Connecting to SQLite creates a missing file: a command that only reads (or needs the
+    schema) would leave an empty database behind and then refuse it.
+    """
+    path = sqlite_path(url)
+    if path is None or path.exists():
+        return
+    full = path.resolve()
+    missing = "no such file" if full == path else f"no file {full}"
+    raise NoDatabaseError(
+        f"no database at {make_url(url).render_as_string(hide_password=True)} ({missing}): "
+        f"{UPGRADE_HINT} to create it, or `gpuwatch demo` for a simulated fleet"
+    )
+
+
 def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
@@ -138,7 +172,8 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
-        raise StoreError(f"cannot open the database: {' '.join(str(exc.orig).split())}") from None
+        reason = " ".join(str(exc.orig).split())
+        raise StoreError(f"cannot open the database {shown_url(engine)}: {reason}") from None
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
@@ -170,10 +205,12 @@ def require_current_schema(engine: Engine) -> None:
     """Refuse to work on a database whose schema is not this gpuwatch's."""
     current, head = current_revision(engine), head_revision()
     if current is None:
-        raise SchemaOutdatedError(f"the database has no gpuwatch schema yet: {UPGRADE_HINT}")
+        raise SchemaOutdatedError(
+            f"the database {shown_url(engine)} has no gpuwatch schema yet: {UPGRADE_HINT}"
+        )
     if current != head:
         refuse_newer_schema(current)
         raise SchemaOutdatedError(
-            f"the database schema is outdated ({current}, this gpuwatch needs {head}): "
-            f"{UPGRADE_HINT}"
+            f"the database {shown_url(engine)} has an outdated schema ({current}, this gpuwatch "
+            f"needs {head}): {UPGRADE_HINT}"
         )

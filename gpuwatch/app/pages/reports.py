@@ -10,7 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
+from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
 from gpuwatch.app.components import (
     URL_ID,
@@ -28,7 +28,8 @@ from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv, weekly_view
-from gpuwatch.report.weekly import HEADER, IDLE_NAMESPACE, OPTIONAL_PCT
+from gpuwatch.report.summary import report_totals
+from gpuwatch.report.weekly import HEADER, OPTIONAL_PCT
 
 PAGE, PATH, TITLE = "reports", "/reports", "Reports"
 
@@ -106,32 +107,33 @@ dash.callback(
 
 
 def summary_cards(frame: pd.DataFrame, data_hours: float) -> html.Div:
-    """Each card is its column's sum over every row, as a spreadsheet adds up the CSV."""
-    workload_rows = int((~frame["namespace"].eq(IDLE_NAMESPACE)).sum())
+    """Each card is its column's sum over every row, as a spreadsheet adds up the CSV
+    (:func:`~gpuwatch.report.summary.report_totals`, which ``report weekly`` echoes)."""
+    totals = report_totals(frame)
     return html.Div(
         [
-            card("Rows", fmt.number(len(frame)), f"{workload_rows} workload rows", "rows"),
+            card("Rows", fmt.number(totals.rows), f"{totals.workload_rows} workload rows", "rows"),
             card(
                 "Allocated cost",
-                fmt.usd(frame["allocated_cost_usd"].sum()),
+                fmt.usd(totals.allocated_cost_usd),
                 "held by workloads",
                 "allocated",
             ),
             card(
                 "Idle cost",
-                fmt.usd(frame["idle_cost_usd"].sum()),
+                fmt.usd(totals.idle_cost_usd),
                 "allocated, below the idle threshold",
                 "idle",
             ),
             card(
                 "Unallocated cost",
-                fmt.usd(frame["unallocated_cost_usd"].sum()),
+                fmt.usd(totals.unallocated_cost_usd),
                 "capacity no pod held",
                 "unallocated",
             ),
             card(
                 "Savings / month",
-                fmt.usd(potential_savings_usd(frame)),
+                fmt.usd(totals.monthly_savings_usd),
                 f"largest recommendation per workload, {monthly_basis(data_hours)}",
                 "savings",
             ),
