@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -210,3 +212,63 @@ def test_hostile_names_are_shown_as_text(driver: Any, served: Served) -> None:
     assert driver.execute_script("return document.querySelectorAll('img[src=\"x\"]').length") == 0
     with pytest.raises(NoAlertPresentException):
         driver.switch_to.alert.text  # noqa: B018
+
+
+def _press(driver: Any, *keys: str) -> None:
+    """Keys as a keyboard sends them: to whatever has the focus."""
+    ActionChains(driver).send_keys(*keys).perform()
+
+
+def _tab_to(driver: Any, found: Any, most: int = 60) -> Any:
+    """Press Tab until ``found(active element)`` holds; the element (fails after ``most``)."""
+    for _ in range(most):
+        _press(driver, Keys.TAB)
+        active = driver.switch_to.active_element
+        try:
+            if found(active):
+                return active
+        except StaleElementReferenceException:
+            continue  # a callback redrew that control: the next Tab goes on from the new one
+    raise AssertionError(f"no such control within {most} Tab presses")
+
+
+def test_filters_work_from_the_keyboard_alone(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    cluster = _tab_to(driver, lambda e: '"cluster"' in (e.get_attribute("id") or ""))
+    assert cluster.text == "All clusters"
+    _press(driver, Keys.ENTER)
+    wait(driver).until(
+        lambda d: (
+            "dash-dropdown-search" in (d.switch_to.active_element.get_attribute("class") or "")
+        )
+    )
+    _press(driver, "research-eu", Keys.ARROW_DOWN, Keys.ENTER)
+    wait(driver).until(lambda d: "cluster=research-eu" in d.current_url)
+    narrowed = expected_totals(served, Filters(cluster="research-eu"))
+    wait(driver).until(  # the page has drawn the chosen cluster: its controls are new ones
+        lambda d: card_value(d, "total-cost") == fmt.usd(narrowed[c.CAPACITY_COST_USD])
+    )
+    radio = _tab_to(driver, lambda e: e.get_attribute("type") == "radio")
+    assert radio.get_attribute("value") == "7d"  # one stop for the group: the chosen window
+    label = radio.find_element(By.XPATH, "./ancestor::label")
+    style = driver.execute_script(
+        "const s = getComputedStyle(arguments[0]); return [s.outlineStyle, s.outlineWidth];",
+        label,
+    )
+    assert style == ["solid", "3px"]  # where the keyboard is, visibly
+    _press(driver, Keys.ARROW_LEFT)
+    wait(driver).until(lambda d: "window=3d" in d.current_url)
+    assert "cluster=research-eu" in driver.current_url
+
+
+def test_names_are_shown_as_written(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    label = driver.find_element(By.CSS_SELECTOR, "#card-idle-cost .gw-card-label")
+    assert label.text == "Idle cost"
+    script = (
+        "return Array.from(document.querySelectorAll('*'))"
+        ".map(e => getComputedStyle(e).textTransform).filter(t => t !== 'none');"
+    )
+    for path, page in (("/", "overview"), ("/alerts", "alerts")):  # rule names: GPUXidError
+        open_page(driver, served, path, page)
+        assert driver.execute_script(script) == [], page
