@@ -78,7 +78,7 @@ def _dropdown(name: str, value: str | None, choices: Sequence[str], everything: 
     )
 
 
-def _window_radio(f: Filters) -> html.Div:
+def _window_radio(f: Filters) -> html.Fieldset:
     radio = dcc.RadioItems(
         id=filter_id("window"),
         options=[{"label": label, "value": key} for key, label in WINDOW_NAMES.items()],
@@ -88,7 +88,10 @@ def _window_radio(f: Filters) -> html.Div:
         inputClassName="gw-window-input",
         labelClassName="gw-window-label",
     )
-    return html.Div([html.Label("Time window"), radio], className="gw-filter gw-filter-window")
+    # A fieldset names the group of radios for assistive technology (its legend).
+    return html.Fieldset(
+        [html.Legend("Time window"), radio], className="gw-filter gw-filter-window"
+    )
 
 
 def filter_bar(f: Filters, opts: Options | None) -> html.Div:
@@ -183,10 +186,12 @@ def shell(
 
     ``opts`` None shows the time window alone; ``filters`` False shows no filter bar.
     """
-    children: list[Any] = [navigation(path, f), header(title, snap, f, note, window=filters)]
+    main: list[Any] = [header(title, snap, f, note, window=filters)]
     if filters and snap is not None and not snap.empty:
-        children.append(filter_bar(f, opts))
-    children.append(html.Div(body, className="gw-body", id=f"{page}-body"))
+        main.append(filter_bar(f, opts))
+    main.append(html.Div(body, className="gw-body", id=f"{page}-body"))
+    # Landmarks: the navigation, then everything of the page in <main>.
+    children = [navigation(path, f), html.Main(main, className="gw-main")]
     return html.Div(children, className="gw-page", id=f"{page}-page")
 
 

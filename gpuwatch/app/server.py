@@ -95,6 +95,8 @@ def create_app(
         update_title="",
         health_endpoint=HEALTH_ENDPOINT,
     )
+    # Screen readers pick the language from the document (the default page names none).
+    app.index_string = app.index_string.replace("<html>", '<html lang="en">', 1)
     harden(app, settings.dashboard)
     source = DataSource(engine, settings, data or DashboardData(engine, settings))
     for warmer in _warmers():
