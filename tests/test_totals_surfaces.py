@@ -310,3 +310,53 @@ def test_recommend_keeps_the_rows_of_its_scope_and_echoes_the_window(
     )
     saving = "1,460.00" if workloads else "0.00"
     assert lines[2].startswith(f"recommend: potential savings ${saving} per month")
+
+
+def test_savings_page_shows_waste_and_pricing_apart(app: Dash) -> None:
+    # train's reclaim_idle ranks first: its other saving kinds are left out, so no pricing
+    assert card("savings", "waste")[0] == "$1,460"
+    assert card("savings", "kind-reclaim_idle") == ("$1,460", "1 suggestion; risk low")
+    assert card("savings", "pricing")[0] == "$0.00"
+    assert card("savings", "total")[0] == "$1,460"
+
+
+def _rec(workload: str, kind: str, usd: float) -> dict[str, Any]:
+    return {"cluster": "c1", "namespace": "ml", "team": "t", "workload_kind": "Job",
+            "workload": workload, "gpu_model": "m", "kind": kind, "current": "",
+            "suggested": "", "confidence": "low", "evidence": {},
+            "est_monthly_savings_usd": usd, "allocation": "device-plugin"}  # fmt: skip
+
+
+def test_group_cards_per_kind_in_rank_order(app: Dash) -> None:
+    savings = importlib.import_module("gpuwatch.app.pages.savings")
+    recs = pd.DataFrame(
+        [_rec("a", "use_mig", 200.0), _rec("a", "reclaim_idle", 300.0),
+         _rec("b", "reclaim_idle", 10.0), _rec("a", "use_spot", 500.0),
+         _rec("c", "memory_risk", 0.0)]
+    )  # fmt: skip
+    groups = json.loads(
+        json.dumps(savings.group_cards(recs, "b"), cls=plotly.utils.PlotlyJSONEncoder)
+    )
+    shown = {
+        group["props"]["id"]: [
+            (c["props"]["id"], *(part["props"]["children"] for part in c["props"]["children"]))
+            for c in group["props"]["children"][2]["props"]["children"]
+        ]
+        for group in groups
+    }
+    assert shown == {
+        "savings-waste": [
+            ("card-waste", "Waste / month", "$310", "largest waste suggestion per workload, b"),
+            ("card-kind-reclaim_idle", "reclaim_idle", "$310", "2 suggestions; risk low"),
+            ("card-kind-use_mig", "use_mig", "$200", "1 suggestion; risk medium"),
+        ],
+        "savings-pricing": [
+            (
+                "card-pricing",
+                "Pricing / month",
+                "$500",
+                "largest pricing suggestion per workload, b",
+            ),
+            ("card-kind-use_spot", "use_spot", "$500", "1 suggestion; risk high"),
+        ],
+    }

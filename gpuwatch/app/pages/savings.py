@@ -10,6 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from gpuwatch.analytics.kinds import KIND_FACTS, PRICING, WASTE, group_savings_usd, kinds_of
 from gpuwatch.analytics.render import render_csv
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
@@ -30,6 +31,7 @@ from gpuwatch.app.evidence import rest_text
 from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import best_savings, data_hours, options, recommendations
+from gpuwatch.domain.words import counted
 
 PAGE, PATH, TITLE = "savings", "/savings", "Savings"
 
@@ -44,8 +46,15 @@ COLUMNS = [
     text_column("suggested"),
     text_column("confidence"),
     money_column("est_monthly_savings_usd"),
+    text_column("effort"),
+    text_column("risk"),
     text_column("evidence"),
 ]
+#: The two groups of saving kinds, each with its cards (docs/recommendations.md).
+GROUPS = (
+    (WASTE, "Waste: GPUs held and not used", "reclaim idle first; capacity goes back to the fleet"),
+    (PRICING, "Pricing: the same GPU time, bought cheaper", "the workload keeps what it uses"),
+)
 _TEXT = [col["id"] for col in COLUMNS if col["type"] == "text"]
 
 
@@ -53,8 +62,11 @@ def records(recs: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
     """One row per recommendation, evidence as a line of text, linked to its workload."""
     rows = []
     for rec in records_of(recs):
-        row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n != "evidence"}
+        row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n in rec and n != "evidence"}
         row["evidence"] = rest_text(rec["evidence"], ())
+        facts = KIND_FACTS.get(str(rec["kind"]))
+        row["effort"] = facts.effort if facts else ""
+        row["risk"] = facts.risk if facts else ""
         row["est_monthly_savings_usd"] = round(float(rec["est_monthly_savings_usd"]), 2)
         row["id"] = workload_href(f, rec)
         rows.append(row)
@@ -94,11 +106,45 @@ dash.callback(
 )(open_row)
 
 
+def group_cards(recs: pd.DataFrame, basis: str) -> list[Any]:
+    """Per group (waste, then pricing): its total and a card per kind present, in rank order."""
+    parts: list[Any] = []
+    for group, title, note in GROUPS:
+        kinds = [k for k in kinds_of(group) if recs["kind"].eq(k).any()]
+        cards = [
+            card(
+                kind,
+                fmt.usd(recs.loc[recs["kind"].eq(kind), "est_monthly_savings_usd"].sum()),
+                f"{counted(int(recs['kind'].eq(kind).sum()), 'suggestion')}; risk "
+                f"{KIND_FACTS[kind].risk.split(':')[0]}",
+                f"kind-{kind}",
+            )
+            for kind in kinds
+        ]
+        total = card(
+            f"{group.capitalize()} / month",
+            fmt.usd(group_savings_usd(recs, group)),
+            f"largest {group} suggestion per workload, {basis}",
+            group,
+        )
+        parts.append(
+            html.Div(
+                [
+                    html.H3(title),
+                    html.P(note, className="gw-note"),
+                    html.Div([total, *cards], className="gw-cards"),
+                ],
+                className="gw-group",
+                id=f"savings-{group}",
+            )
+        )
+    return parts
+
+
 def body(snap: Snapshot, f: Filters) -> list[Any]:
     recs = recommendations(snap, f)
     best = best_savings(recs)
     basis = monthly_basis(data_hours(snap, f.window))
-    kinds = recs.groupby("kind")["est_monthly_savings_usd"].sum().sort_values(ascending=False)
     summary = [
         card(
             "Potential savings / month",
@@ -113,14 +159,6 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
             "≥ 168 h observed with pod-level attribution",
             "high",
         ),
-    ] + [
-        card(
-            str(kind).replace("_", " "),
-            fmt.usd(value),
-            f"sum of this kind, {basis}",
-            f"kind-{kind}",
-        )
-        for kind, value in kinds.head(4).items()
     ]
     table = data_table(
         "savings-table",
@@ -150,14 +188,15 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
         className="gw-actions",
     )
     note = (
-        "Kinds overlap (a workload may be told to use spot and to use fewer GPUs): the total "
-        f"counts the largest saving per workload. Savings are {basis} in this window. "
-        "Type in the row under the headings to filter. "
-        "Computed from the hourly roll-ups, as `gpuwatch recommend` reads them: utilization "
-        "percentiles are of hourly means, memory percentiles of hourly peaks."
+        "Kinds overlap (a workload may be told to use spot and to use fewer GPUs): each total "
+        "counts the largest saving per workload, so waste and pricing do not add up to the "
+        f"total. Savings are {basis} in this window. Effort and risk per kind: "
+        "docs/recommendations.md. Type in the row under the headings to filter. The same "
+        "suggestions as `gpuwatch recommend` over the window."
     )
     return [
         html.Div(summary, className="gw-cards", id="savings-cards"),
+        *group_cards(recs, basis),
         section("Recommendations", actions, table, note=note),
     ]
 
