@@ -72,6 +72,24 @@ def _bound(
     return run
 
 
+#: A page or figure still computing after this long shows a spinner over the dimmed page.
+LOADING_DELAY_MS = 500
+
+
+def _loading(page: Any) -> dcc.Loading:
+    """The page, under a spinner while a callback that updates it takes longer than
+    :data:`LOADING_DELAY_MS` (quicker answers never flash one)."""
+    return dcc.Loading(
+        page,
+        id="gw-loading",
+        type="circle",
+        delay_show=LOADING_DELAY_MS,
+        color="#2563eb",
+        overlay_style={"visibility": "visible", "opacity": 0.6},
+        parent_className="gw-loading",
+    )
+
+
 def create_app(
     engine: Engine,
     settings: Settings,
@@ -103,7 +121,7 @@ def create_app(
         source.data.warmers.append(_bound(warmer, source.data))
     app.server.config[_DATA_KEY] = source
     app.layout = html.Div(
-        [dcc.Location(id="gw-url", refresh="callback-nav"), dash.page_container],
+        [dcc.Location(id="gw-url", refresh="callback-nav"), _loading(dash.page_container)],
         className="gw-app",
     )
     if warm:

@@ -272,3 +272,21 @@ def test_names_are_shown_as_written(driver: Any, served: Served) -> None:
     for path, page in (("/", "overview"), ("/alerts", "alerts")):  # rule names: GPUXidError
         open_page(driver, served, path, page)
         assert driver.execute_script(script) == [], page
+
+
+def test_a_slow_answer_shows_a_spinner(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    wait_for_graphs(driver)
+    assert not driver.find_elements(By.CSS_SELECTOR, ".dash-spinner")
+    driver.execute_cdp_cmd("Network.enable", {})
+    slow = {"offline": False, "latency": 1500, "downloadThroughput": -1, "uploadThroughput": -1}
+    try:  # every answer now takes 1.5 s more than the 0.5 s a spinner waits for
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", slow)
+        driver.find_element(
+            By.XPATH, "//div[contains(@class,'gw-window')]//label[contains(., '3 days')]"
+        ).click()
+        wait(driver).until(ec.presence_of_element_located((By.CSS_SELECTOR, ".dash-spinner")))
+    finally:
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", slow | {"latency": 0})
+    wait(driver).until(lambda d: "window=3d" in d.current_url)
+    wait(driver).until_not(ec.presence_of_element_located((By.CSS_SELECTOR, ".dash-spinner")))
