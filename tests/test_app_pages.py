@@ -317,3 +317,26 @@ def test_allocation_filter_and_columns_follow_the_modes(app: Dash) -> None:
     assert "intent-router" in as_json(layout) and "semantic-cache" not in as_json(layout)
     health = as_json(page("health").layout())
     assert "Every device a ResourceClaim holds is attributed to its pods." in health
+
+
+def test_overview_bars_carry_what_a_click_opens(app: Dash) -> None:
+    layout = page("overview").layout(window="3d")
+    bars = by_id(layout, "overview-idle-by-team")["props"]["figure"]["data"][0]
+    assert [row[0] for row in bars["customdata"]] == bars["y"]  # the team each bar shows
+    spaces = by_id(layout, "overview-idle-by-namespace")["props"]["figure"]["data"][0]
+    assert [row[1] for row in spaces["customdata"]] == spaces["y"]
+    assert {row[0] for row in spaces["customdata"]} <= {"prod-us-east", "research-eu"}
+
+
+def test_a_bar_click_opens_the_workloads_of_its_team_or_namespace(app: Dash) -> None:
+    overview = page("overview")
+    team = {"points": [{"y": "ml-platform", "customdata": ["ml-platform"]}]}
+    assert overview.open_team_bar(team, "?window=3d&cluster=c1") == (
+        "/workloads?cluster=c1&team=ml-platform&window=3d"
+    )
+    space = {"points": [{"customdata": ["research-eu", "vision-research"]}]}
+    assert overview.open_namespace_bar(space, "?team=vision") == (
+        "/workloads?cluster=research-eu&team=vision&namespace=vision-research"
+    )
+    assert overview.open_team_bar({"points": [{"y": "x"}]}, "") is dash.no_update
+    assert overview.open_team_bar(None, "") is dash.no_update

@@ -136,12 +136,20 @@ def capacity_figure(series: pd.DataFrame) -> Figure:
     return {"data": data, "layout": _layout(title, "GPUs")}
 
 
-def bar_figure(frame: pd.DataFrame, label: str, value: str, title: str, axis: str) -> Figure:
-    """Horizontal bars of dollar values, largest on top (ten at most)."""
+def bar_figure(
+    frame: pd.DataFrame,
+    label: str,
+    value: str,
+    title: str,
+    axis: str,
+    keys: tuple[str, ...] = (),
+) -> Figure:
+    """Horizontal bars of dollar values, largest on top (ten at most); each bar carries its
+    ``keys`` columns as ``customdata`` (what a click on it opens)."""
     if frame.empty or float(frame[value].sum()) <= 0:
         return empty_figure(f"{title}: nothing in this window", height=300)
     top = frame.nlargest(10, value).iloc[::-1]
-    bar = {
+    bar: dict[str, Any] = {
         "type": "bar",
         "orientation": "h",
         "x": _values(top[value]),
@@ -151,6 +159,8 @@ def bar_figure(frame: pd.DataFrame, label: str, value: str, title: str, axis: st
         "textposition": "auto",
         "hovertemplate": "%{y}: $%{x:,.0f}<extra></extra>",
     }
+    if keys:
+        bar["customdata"] = [[str(v) for v in row] for row in top[list(keys)].to_numpy()]
     layout = _layout(title, "", height=max(280, 80 + 30 * len(top)), hovermode="closest")
     layout["xaxis"] = {
         **_AXIS,

@@ -198,6 +198,27 @@ def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) ->
     assert driver.find_elements(By.CSS_SELECTOR, "#gpu-holders tbody tr")
 
 
+def test_from_the_team_bar_to_one_gpu_by_clicking_only(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/", "overview")
+    wait_for_graphs(driver)
+    bars = driver.find_elements(By.CSS_SELECTOR, "#overview-idle-by-team .point path")
+    team = driver.execute_script(  # the top bar: the team with the largest idle cost
+        "const d = document.getElementById('overview-idle-by-team')"
+        ".querySelector('.js-plotly-plot').data[0]; return d.y[d.y.length - 1];"
+    )
+    ActionChains(driver).move_to_element(bars[-1]).click().perform()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "workloads-body")))
+    assert f"team={team}" in driver.current_url.replace("%20", " ")
+    cell = wait(driver).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "td[data-dash-column='workload']"))
+    )
+    cell.click()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "workload-body")))
+    driver.find_element(By.CSS_SELECTOR, "#workload-gpus a.gw-link").click()
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
+    assert "/gpu?id=" in driver.current_url
+
+
 def test_hostile_names_are_shown_as_text(driver: Any, served: Served) -> None:
     open_page(driver, served, "/workloads?window=24h", "workloads")
     snap = DashboardData(served.engine, served.settings, background=False).current()

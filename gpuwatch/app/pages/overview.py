@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl
 
 import dash
-from dash import dcc, html
+from dash import Input, Output, State, dcc, html
 
 from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import card, html_table, no_data, no_match, section, shell
+from gpuwatch.app.components import (
+    URL_ID,
+    card,
+    html_table,
+    no_data,
+    no_match,
+    section,
+    shell,
+)
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
@@ -137,7 +146,12 @@ def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) 
                 dcc.Graph(
                     id="overview-idle-by-team",
                     figure=bar_figure(
-                        teams, "team", "idle_cost_usd", "Idle cost by team", "idle cost ($)"
+                        teams,
+                        "team",
+                        "idle_cost_usd",
+                        "Idle cost by team (click a bar for its workloads)",
+                        "idle cost ($)",
+                        keys=BAR_KEYS["overview-idle-by-team"],
                     ),
                 ),
                 dcc.Graph(
@@ -146,8 +160,9 @@ def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) 
                         namespaces,
                         "namespace",
                         "idle_cost_usd",
-                        "Idle cost by namespace",
+                        "Idle cost by namespace (click a bar for its workloads)",
                         "idle cost ($)",
+                        keys=BAR_KEYS["overview-idle-by-namespace"],
                     ),
                 ),
             ],
@@ -160,6 +175,46 @@ def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) 
             f"Savings: its largest recommendation, {basis}.",
         ),
     ]
+
+
+#: What a bar of each chart names: the filters a click on it sets on the Workloads page.
+BAR_KEYS: dict[str, tuple[str, ...]] = {
+    "overview-idle-by-team": ("team",),
+    "overview-idle-by-namespace": ("cluster", "namespace"),
+}
+
+
+def open_bar(click: dict[str, Any] | None, search: str | None, keys: tuple[str, ...]) -> Any:
+    """A click on a bar: the Workloads page narrowed to its team (or cluster and namespace),
+    the page's other filters kept."""
+    try:
+        values = click["points"][0]["customdata"]  # type: ignore[index]
+    except (TypeError, KeyError, IndexError):
+        return dash.no_update
+    if not isinstance(values, list) or len(values) != len(keys):
+        return dash.no_update
+    f = Filters.from_query(dict(parse_qsl((search or "").lstrip("?"))))
+    return f.with_(**dict(zip(keys, map(str, values), strict=True))).href("/workloads")
+
+
+def open_team_bar(click: dict[str, Any] | None, search: str | None) -> Any:
+    return open_bar(click, search, BAR_KEYS["overview-idle-by-team"])
+
+
+def open_namespace_bar(click: dict[str, Any] | None, search: str | None) -> Any:
+    return open_bar(click, search, BAR_KEYS["overview-idle-by-namespace"])
+
+
+for _graph, _handler in (
+    ("overview-idle-by-team", open_team_bar),
+    ("overview-idle-by-namespace", open_namespace_bar),
+):
+    dash.callback(
+        Output(URL_ID, "href", allow_duplicate=True),
+        Input(_graph, "clickData"),
+        State(URL_ID, "search"),
+        prevent_initial_call=True,
+    )(_handler)
 
 
 def layout(**query: Any) -> html.Div:
