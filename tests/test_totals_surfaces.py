@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from dash import Dash
 
-from gpuwatch.app.data import DashboardData
+from gpuwatch.app.data import DashboardData, Filters
 from gpuwatch.app.server import create_app
 from gpuwatch.cli.main import cli
 from gpuwatch.config import Settings
@@ -360,3 +360,27 @@ def test_group_cards_per_kind_in_rank_order(app: Dash) -> None:
             ("card-kind-use_spot", "use_spot", "$500", "1 suggestion; risk high"),
         ],
     }
+
+
+def test_savings_rows_show_evidence_as_numbers_in_their_units(app: Dash) -> None:
+    from gpuwatch.analytics.explain import EvidenceKeys
+    from gpuwatch.analytics.policy import AnalyticsPolicy
+
+    savings = importlib.import_module("gpuwatch.app.pages.savings")
+    rec = _rec("a", "use_mig", 200.0) | {
+        "evidence": {"p95_util_pct": 12.345, "p99_memory_mib": 74570.0, "busy_gpus_p95": 2,
+                     "hours_observed": 168.04, "pods": 3, "idle_fraction": 0.25}
+    }  # fmt: skip
+    keys = EvidenceKeys.of(AnalyticsPolicy())
+    (row,) = savings.records(pd.DataFrame([rec]), Filters(), keys)
+    assert {k: row[k] for k in ("p95_util_pct", "p99_memory_mib", "busy_gpus_p95")} == {
+        "p95_util_pct": 12.3,
+        "p99_memory_mib": 72.8,  # 74,570 MiB / 1,024
+        "busy_gpus_p95": 2.0,
+    }
+    assert row["hours_observed"] == 168.0
+    assert row["evidence"] == "pods 3; idle share 25 %"
+    headings = [col["name"] for col in savings.columns(keys)][-5:]
+    assert headings == [
+        "p95 util (%)", "p99 memory (GiB)", "busy GPUs p95", "hours observed (h)", "more evidence",
+    ]  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from gpuwatch.analytics.explain import MIB_PER_GIB
+from gpuwatch.analytics.explain import MIB_PER_GIB, EvidenceKeys
 from gpuwatch.app import format as fmt
 
 #: Key → (label, unit kind) for the keys whose names are fixed.
@@ -93,6 +93,13 @@ _TEXTS: dict[str, Callable[[float], str]] = {
 }
 
 
+def evidence_columns(keys: EvidenceKeys) -> tuple[str, ...]:
+    """The evidence every recommendation table shows as columns of their own (p95 util, p99
+    memory, busy GPUs, hours observed, keys as the policy names them); the rest goes in one
+    cell."""
+    return (keys.util, keys.memory, keys.busy, "hours_observed")
+
+
 def column_heading(key: str) -> str:
     """A table heading for a key: ``p95 util (%)``, ``p99 memory (GiB)``, ``hours observed``."""
     label, unit = describe(key)
@@ -107,6 +114,33 @@ def column_value(key: str, evidence: object) -> str:
     text = value_text(key, evidence.get(key))
     unit = {"pct": " %", "ratio": " %", "gib": " GiB", "hours": " h", "gpu_hours": " GPU·h"}
     return text.removesuffix(unit.get(describe(key)[1], "\0"))
+
+
+#: Per unit kind: the factor from the stored value to the number a column shows, and its digits.
+_COLUMN_SCALE: dict[str, tuple[float, int]] = {
+    "pct": (1.0, 1),
+    "ratio": (100.0, 1),
+    "gib": (1.0 / MIB_PER_GIB, 1),
+    "hours": (1.0, 1),
+    "gpu_hours": (1.0, 1),
+}
+
+
+def column_digits(key: str) -> int:
+    """Decimals of ``key``'s column (counts: none)."""
+    return _COLUMN_SCALE.get(describe(key)[1], (1.0, 0))[1]
+
+
+def column_number(key: str, evidence: object) -> float | None:
+    """The value of ``key`` as a number in its column's unit (GiB, %, h), rounded as shown;
+    None where the evidence has no such number."""
+    value = evidence.get(key) if isinstance(evidence, Mapping) else None
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if math.isnan(float(value)):
+        return None
+    scale, digits = _COLUMN_SCALE.get(describe(key)[1], (1.0, 0))
+    return round(float(value) * scale, digits)
 
 
 def rest_text(evidence: object, shown: Iterable[str]) -> str:

@@ -10,6 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from gpuwatch.analytics.explain import EvidenceKeys
 from gpuwatch.analytics.kinds import KIND_FACTS, PRICING, WASTE, group_savings_usd, kinds_of
 from gpuwatch.analytics.render import render_csv
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
@@ -20,6 +21,7 @@ from gpuwatch.app.components import (
     data_table,
     money_column,
     no_data,
+    number_column,
     records_of,
     section,
     shell,
@@ -27,7 +29,13 @@ from gpuwatch.app.components import (
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.evidence import rest_text
+from gpuwatch.app.evidence import (
+    column_digits,
+    column_heading,
+    column_number,
+    evidence_columns,
+    rest_text,
+)
 from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import best_savings, data_hours, options, recommendations
@@ -48,7 +56,6 @@ COLUMNS = [
     money_column("est_monthly_savings_usd"),
     text_column("effort"),
     text_column("risk"),
-    text_column("evidence"),
 ]
 #: The two groups of saving kinds, each with its cards (docs/recommendations.md).
 GROUPS = (
@@ -58,12 +65,26 @@ GROUPS = (
 _TEXT = [col["id"] for col in COLUMNS if col["type"] == "text"]
 
 
-def records(recs: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
-    """One row per recommendation, evidence as a line of text, linked to its workload."""
+def columns(keys: EvidenceKeys) -> list[dict[str, Any]]:
+    """The table's columns: the recommendation, then its evidence with units in the headings
+    (p95 util %, p99 memory GiB, busy GPUs, hours observed), then the rest of it as text."""
+    shown = [
+        number_column(key, column_heading(key), column_digits(key))
+        for key in evidence_columns(keys)
+    ]
+    return [*COLUMNS, *shown, text_column("evidence", "more evidence")]
+
+
+def records(recs: pd.DataFrame, f: Filters, keys: EvidenceKeys) -> list[dict[str, Any]]:
+    """One row per recommendation, its main evidence as numbers, the rest as a line of text,
+    linked to its workload."""
     rows = []
+    shown = evidence_columns(keys)
     for rec in records_of(recs):
-        row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n in rec and n != "evidence"}
-        row["evidence"] = rest_text(rec["evidence"], ())
+        row: dict[str, Any] = {n: fmt.text(rec[n]) for n in _TEXT if n in rec}
+        for key in shown:
+            row[key] = column_number(key, rec["evidence"])
+        row["evidence"] = rest_text(rec["evidence"], shown)
         facts = KIND_FACTS.get(str(rec["kind"]))
         row["effort"] = facts.effort if facts else ""
         row["risk"] = facts.risk if facts else ""
@@ -145,6 +166,7 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
     recs = recommendations(snap, f)
     best = best_savings(recs)
     basis = monthly_basis(data_hours(snap, f.window))
+    keys = EvidenceKeys.of(snap.policy)
     summary = [
         card(
             "Potential savings / month",
@@ -162,8 +184,8 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
     ]
     table = data_table(
         "savings-table",
-        COLUMNS,
-        records(recs, f),
+        columns(keys),
+        records(recs, f, keys),
         filter_action="native",
         style_data_conditional=[
             {"if": {"column_id": "workload"}, "color": "#2563eb", "cursor": "pointer"}

@@ -30,7 +30,7 @@ from gpuwatch.app.components import card, empty_state, html_table, section, shel
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.efficiency_panel import efficiency_section
-from gpuwatch.app.evidence import column_heading, column_value, rest_text
+from gpuwatch.app.evidence import column_heading, column_value, evidence_columns, rest_text
 from gpuwatch.app.figures import COLORS, Figure, per_gpu_figure
 from gpuwatch.app.figures_explain import (
     Mark,
@@ -136,11 +136,6 @@ def pods_table(snap: Snapshot, key: WorkloadKey) -> Any:
         ("Finished", lambda r: fmt.when(r["finished_ts"])),
     ]
     return html_table("workload-pods", columns, frame.astype(object).to_dict("records"))
-
-
-def evidence_columns(keys: EvidenceKeys) -> tuple[str, ...]:
-    """The evidence shown as columns of their own; the rest goes in one cell."""
-    return (keys.util, keys.memory, keys.busy, "hours_observed")
 
 
 def more_evidence(evidence: object, shown: tuple[str, ...]) -> html.Details:
