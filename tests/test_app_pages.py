@@ -340,3 +340,36 @@ def test_a_bar_click_opens_the_workloads_of_its_team_or_namespace(app: Dash) -> 
     )
     assert overview.open_team_bar({"points": [{"y": "x"}]}, "") is dash.no_update
     assert overview.open_team_bar(None, "") is dash.no_update
+
+
+def _links(node: dict[str, Any]) -> list[str]:
+    return [str(n["props"]["href"]) for n in walk(node) if "href" in n["props"]]
+
+
+def test_detail_pages_show_where_they_sit(app: Dash) -> None:
+    layout = page("workload").layout(
+        cluster="prod-us-east", namespace="llm-training", kind="Job", name="llm-pretrain",
+        window="3d",
+    )  # fmt: skip
+    crumbs = by_id(layout, "workload-crumbs")
+    assert texts(crumbs) == [
+        "Workloads", "team ml-platform", "namespace llm-training", "Job llm-pretrain",
+    ]  # fmt: skip
+    assert _links(crumbs) == [
+        "/workloads?window=3d",
+        "/workloads?team=ml-platform&window=3d",
+        "/workloads?cluster=prod-us-east&namespace=llm-training&window=3d",
+    ]
+    snap = data_source().data.current()
+    unit = snap.units.iloc[0]
+    cluster, node = str(unit["cluster"]), str(unit["node"])
+    gpu = by_id(page("gpu").layout(id=str(int(unit["gpu_id"]))), "gpu-crumbs")
+    assert texts(gpu)[:3] == ["GPUs & nodes", f"cluster {cluster}", f"node {node}"]
+    assert texts(gpu)[3].startswith("GPU ")
+    assert _links(gpu) == [
+        "/gpus",
+        f"/gpus?cluster={cluster}",
+        f"/node?name={node}&cluster={cluster}",
+    ]
+    at_node = by_id(page("node").layout(cluster=cluster, name=node), "node-crumbs")
+    assert texts(at_node) == ["GPUs & nodes", f"cluster {cluster}", f"node {node}"]

@@ -181,18 +181,32 @@ def shell(
     note: str | None = None,
     *,
     filters: bool = True,
+    crumbs: html.Nav | None = None,
 ) -> html.Div:
-    """A page: navigation, title with window and data time, filter bar, then ``body``.
+    """A page: navigation, (``crumbs``,) title with window and data time, filter bar, then
+    ``body``.
 
     ``opts`` None shows the time window alone; ``filters`` False shows no filter bar.
     """
-    main: list[Any] = [header(title, snap, f, note, window=filters)]
+    main: list[Any] = [] if crumbs is None else [crumbs]
+    main.append(header(title, snap, f, note, window=filters))
     if filters and snap is not None and not snap.empty:
         main.append(filter_bar(f, opts))
     main.append(html.Div(body, className="gw-body", id=f"{page}-body"))
     # Landmarks: the navigation, then everything of the page in <main>.
     children = [navigation(path, f), html.Main(main, className="gw-main")]
     return html.Div(children, className="gw-page", id=f"{page}-page")
+
+
+def breadcrumbs(page: str, trail: Sequence[tuple[str, str]], current: str) -> html.Nav:
+    """Where a detail page sits: each (label, href) of ``trail`` a link, then ``current``."""
+    items: list[Any] = [
+        html.Li(dcc.Link(label, href=href, className="gw-link")) for label, href in trail
+    ]
+    here: dict[str, Any] = {"aria-current": "page"}
+    named: dict[str, Any] = {"aria-label": "Breadcrumb"}
+    items.append(html.Li(current, **here))
+    return html.Nav(html.Ol(items), className="gw-crumbs", id=f"{page}-crumbs", **named)
 
 
 def empty_state(page: str, title: str, hint: str, link: tuple[str, str] | None = None) -> html.Div:

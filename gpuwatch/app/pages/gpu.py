@@ -13,10 +13,12 @@ from dash import dcc, html
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import card, empty_state, html_table, section, shell
+from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
+from gpuwatch.app.pages.gpus import node_href
+from gpuwatch.app.pages.node import node_trail
 from gpuwatch.app.views_gpu import unit_label
 from gpuwatch.app.views_store import gpu_history
 from gpuwatch.domain.durations import HOUR_S
@@ -189,7 +191,10 @@ def layout(**query: Any) -> html.Div:
         ),
     ]
     note = f"UUID {fmt.text(unit['gpu_uuid'])}"
-    return shell(PAGE, PATH, f"GPU {label}", f, snap, None, content, note=note)
+    cluster, node = str(unit["cluster"]), str(unit["node"])
+    trail = [*node_trail(f, cluster), (f"node {node}", node_href(f, cluster, node))]
+    crumbs = breadcrumbs(PAGE, trail, f"GPU {label}")
+    return shell(PAGE, PATH, f"GPU {label}", f, snap, None, content, note=note, crumbs=crumbs)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

@@ -12,7 +12,7 @@ import pandas as pd
 from dash import dcc, html
 
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import card, empty_state, html_table, section, shell
+from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
@@ -134,6 +134,14 @@ def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
     return html_table("node-pods", columns, pods.astype(object).to_dict("records"))
 
 
+def node_trail(f: Filters, cluster: str) -> list[tuple[str, str]]:
+    """GPUs & nodes, then its cluster's."""
+    return [
+        ("GPUs & nodes", f.href("/gpus")),
+        (f"cluster {cluster}", f.with_(cluster=cluster).href("/gpus")),
+    ]
+
+
 def layout(**query: Any) -> html.Div:
     ctx = page_context(query)
     snap, f = ctx.snap, ctx.filters
@@ -156,7 +164,9 @@ def layout(**query: Any) -> html.Div:
         section("GPUs", gpus_section(snap, f, key, temperature_c)),
         section("Pods", pods_section(snap, f, key), note="Pods that existed in the window."),
     ]
-    return shell(PAGE, PATH, f"Node {name}", f, snap, None, content, note=f"Cluster {cluster}")
+    crumbs = breadcrumbs(PAGE, node_trail(f, cluster), f"node {name}")
+    note = f"Cluster {cluster}"
+    return shell(PAGE, PATH, f"Node {name}", f, snap, None, content, note=note, crumbs=crumbs)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

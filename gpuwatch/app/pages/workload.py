@@ -26,7 +26,7 @@ from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import quantile_key
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import card, empty_state, html_table, section, shell
+from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.efficiency_panel import efficiency_section
@@ -276,6 +276,26 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
     ]
 
 
+def workload_team(snap: Snapshot, key: WorkloadKey) -> str | None:
+    """The team of the workload's newest pod, None when no pod of it is known."""
+    pods = workload_pods(snap, key) if not snap.empty else None
+    if pods is None or pods.empty or pd.isna(pods["team"].iloc[0]):
+        return None
+    return str(pods["team"].iloc[0])
+
+
+def workload_trail(f: Filters, key: WorkloadKey, team: str | None) -> list[tuple[str, str]]:
+    """Workloads, its team's, its namespace's: each the Workloads page narrowed to it (the
+    window and model filters kept; the page's own cluster and namespace are the workload's)."""
+    base = f.with_(cluster=None, team=None, namespace=None)
+    trail = [("Workloads", base.href("/workloads"))]
+    if team is not None:
+        trail.append((f"team {team}", base.with_(team=team).href("/workloads")))
+    narrowed = base.with_(cluster=key.cluster, namespace=key.namespace)
+    trail.append((f"namespace {key.namespace}", narrowed.href("/workloads")))
+    return trail
+
+
 def layout(**query: Any) -> html.Div:
     ctx = page_context(query)
     snap, f = ctx.snap, ctx.filters
@@ -299,7 +319,8 @@ def layout(**query: Any) -> html.Div:
         )
     else:
         content = body(snap, f, key)
-    return shell(PAGE, PATH, title, f, snap, None, content, note=note)
+    crumbs = breadcrumbs(PAGE, workload_trail(f, key, workload_team(snap, key)), title)
+    return shell(PAGE, PATH, title, f, snap, None, content, note=note, crumbs=crumbs)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
