@@ -20,7 +20,7 @@ import pytest
 from dash import Dash
 
 from gpuwatch.app.data import DashboardData
-from gpuwatch.app.server import create_app
+from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import window_recommendations
 from gpuwatch.app.views_health import health_view_of, health_window
 from gpuwatch.cli.commands_demo import build_demo_database
@@ -137,7 +137,7 @@ def test_health_page_names_the_failing_gpu_and_its_dollars(
     assert cells[6].startswith("llm-pretrain-")
     node_link, gpu_link = ([n["props"].get("href") for n in walk(cell)] for cell in row[:2])
     assert node_link == [None, f"/node?name={gpu.node}&cluster=prod-us-east"]
-    assert gpu_link == [None, f"/gpu?id={gpu.gpu_id}"]
+    assert gpu_link == [None, f"/gpu?uuid={gpu.gpu_uuid}"]
     (entry,) = rows_of(by_id(layout, "gpu-health-entries"))
     assert [text(c) for c in entry][3:5] == ["failing", "XID 79: GPU has fallen off the bus"]
     # clock events and profiling are read; no error counter rose
@@ -179,7 +179,7 @@ REGISTERED_CLICKS = """
 import sys
 from dash._callback import GLOBAL_CALLBACK_MAP
 from gpuwatch.app.data import DashboardData
-from gpuwatch.app.server import create_app
+from gpuwatch.app.server import create_app, data_source
 from gpuwatch.config import Settings
 from gpuwatch.store.engine import make_engine
 
@@ -202,8 +202,9 @@ def test_a_timeline_click_opens_the_gpu(app: Dash, failing: tuple[Path, FailingG
     assert len(registered) == 1
     assert registered[0].startswith("gw-url.href@")
     click = {"points": [{"y": "node-a · GPU-1fb67d84 #12"}]}
+    uuid = data_source().data.current().units.set_index("gpu_id").loc[12, "gpu_uuid"]
     assert page("gpu_health").open_clicked(click, "?window=24h&cluster=c1") == (
-        "/gpu?id=12&window=24h"
+        f"/gpu?uuid={uuid}&window=24h"
     )
 
 

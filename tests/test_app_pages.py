@@ -169,7 +169,7 @@ def test_filter_change_rewrites_the_query() -> None:
     assert search_with("?id=3", {"window": "bogus"}) == "?id=3&window=bogus"
 
 
-def test_table_clicks_drill_down_and_open_pages() -> None:
+def test_table_clicks_drill_down_and_open_pages(app: Dash) -> None:
     teams = page("teams")
     cell = {"row": 0, "column_id": "team", "row_id": "ml-platform"}
     assert teams.open_team(cell, "?window=3d") == "?window=3d&team=ml-platform"
@@ -179,7 +179,10 @@ def test_table_clicks_drill_down_and_open_pages() -> None:
     href = "/workload?cluster=a&namespace=b&kind=Job&name=c"
     assert page("workloads").open_row({"column_id": "team", "row_id": href}) == href
     click = {"points": [{"y": "node-1 · GPU-abc #42", "x": "2026-01-01"}]}
-    assert page("gpus").open_clicked(click, "?window=14d&team=x") == "/gpu?id=42&window=14d"
+    units = data_source().data.current().units.set_index("gpu_id")
+    uuid = units.loc[42, "gpu_uuid"]  # a whole GPU: the UUID alone names it
+    assert (units.loc[42, "mig_gi_id"], units.loc[42, "slot"]) == (-1, 0)
+    assert page("gpus").open_clicked(click, "?window=14d&team=x") == f"/gpu?uuid={uuid}&window=14d"
     assert page("gpus").open_clicked({"points": []}, "") is dash.no_update
 
 
@@ -373,3 +376,23 @@ def test_detail_pages_show_where_they_sit(app: Dash) -> None:
     ]
     at_node = by_id(page("node").layout(cluster=cluster, name=node), "node-crumbs")
     assert texts(at_node) == ["GPUs & nodes", f"cluster {cluster}", f"node {node}"]
+
+
+def test_gpus_are_addressed_by_uuid_and_old_links_still_open(app: Dash) -> None:
+    from gpuwatch.app.links import find_unit, gpu_href
+
+    snap = data_source().data.current()
+    units = snap.units
+    mig = units[units["mig_gi_id"] >= 0].sort_values(["gpu_uuid", "mig_gi_id"]).iloc[1]
+    uuid, gi, gpu_id = str(mig["gpu_uuid"]), int(mig["mig_gi_id"]), int(mig["gpu_id"])
+    assert gpu_href(Filters(window="3d"), snap, gpu_id) == f"/gpu?uuid={uuid}&gi={gi}&window=3d"
+    for query in ({"uuid": uuid, "gi": str(gi)}, {"id": str(gpu_id)}):
+        found = find_unit(snap, query)
+        assert found is not None and int(found["gpu_id"]) == gpu_id, query
+    first = units[units["gpu_uuid"].astype(object).eq(uuid)]["mig_gi_id"].min()
+    alone = find_unit(snap, {"uuid": uuid})  # the GPU has no whole-GPU unit: its first instance
+    assert alone is not None and int(alone["mig_gi_id"]) == int(first)
+    assert find_unit(snap, {"uuid": uuid, "gi": "99"}) is None
+    missing = as_json(page("gpu").layout(uuid="GPU-gone", gi="3"))
+    assert "gpu-empty" in missing
+    assert "No GPU GPU-gone (MIG instance 3) in this store" in missing

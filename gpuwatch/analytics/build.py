@@ -83,6 +83,7 @@ _GPU_DEFAULTS: dict[str, Callable[[Record], Any]] = {
     "cluster": lambda r: "c1",
     "node": lambda r: "n1",
     "gpu_uuid": lambda r: f"GPU-{r['gpu_id']}",
+    "mig_gi_id": lambda r: -1,
     "mig_profile": lambda r: _NA,
     "slot": lambda r: 0,
     "timeslice_replicas": lambda r: 1,

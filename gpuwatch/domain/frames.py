@@ -129,6 +129,7 @@ GPU_COLUMNS: tuple[Column, ...] = (
     Column("node", "string", "node name"),
     Column("gpu_id", "int64", "store id of the GPU unit"),
     Column("gpu_uuid", "string", "physical GPU UUID"),
+    Column("mig_gi_id", "int64", "MIG GPU instance id, -1 for a whole GPU"),
     Column("mig_profile", "string", "MIG profile, <NA> for a whole GPU"),
     Column("slot", "int64", "time-slice replica slot"),
     Column("timeslice_replicas", "int64", "replicas of the physical GPU"),

@@ -109,6 +109,7 @@ def _gpu_facts(engine: Engine) -> pd.DataFrame:
             func.coalesce(Node.name, "").label("node"),
             Gpu.id.label("gpu_id"),
             Gpu.uuid.label("gpu_uuid"),
+            Gpu.mig_gi_id,
             Gpu.mig_profile,
             Gpu.slot,
             Gpu.timeslice_replicas,

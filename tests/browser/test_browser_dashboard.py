@@ -193,7 +193,7 @@ def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) ->
     assert "/workload?" in driver.current_url
     driver.find_element(By.CSS_SELECTOR, "#workload-gpus a.gw-link").click()
     wait(driver).until(ec.presence_of_element_located((By.ID, "gpu-history")))
-    assert "/gpu?id=" in driver.current_url
+    assert "/gpu?uuid=GPU-" in driver.current_url
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
     assert driver.find_elements(By.CSS_SELECTOR, "#gpu-holders tbody tr")
 
@@ -216,7 +216,7 @@ def test_from_the_team_bar_to_one_gpu_by_clicking_only(driver: Any, served: Serv
     wait(driver).until(ec.presence_of_element_located((By.ID, "workload-body")))
     driver.find_element(By.CSS_SELECTOR, "#workload-gpus a.gw-link").click()
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
-    assert "/gpu?id=" in driver.current_url
+    assert "/gpu?uuid=GPU-" in driver.current_url
 
 
 def test_hostile_names_are_shown_as_text(driver: Any, served: Served) -> None:

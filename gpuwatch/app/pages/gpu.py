@@ -1,5 +1,5 @@
 """One GPU unit's history at full sample resolution: utilization, memory, temperature, power,
-and the pods that held it. ``/gpu?id=..`` (the store's id of the unit)."""
+and the pods that held it. ``/gpu?uuid=GPU-…[&gi=…][&slot=…]`` (:mod:`gpuwatch.app.links`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, 
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
+from gpuwatch.app.links import find_unit
 from gpuwatch.app.pages.gpus import node_href
 from gpuwatch.app.pages.node import node_trail
 from gpuwatch.app.views_gpu import unit_label
@@ -24,15 +25,6 @@ from gpuwatch.app.views_store import gpu_history
 from gpuwatch.domain.durations import HOUR_S
 
 PAGE, PATH, TITLE = "gpu", "/gpu", "GPU"
-
-
-def find_unit(snap: Snapshot, raw_id: str | None) -> pd.Series | None:
-    try:
-        gpu_id = int(raw_id or "")
-    except ValueError:
-        return None
-    rows = snap.units[snap.units["gpu_id"].eq(gpu_id)]
-    return None if rows.empty else rows.iloc[0]
 
 
 def history_note(history: pd.DataFrame, snap: Snapshot) -> str:
@@ -160,15 +152,31 @@ def holders_table(history: pd.DataFrame, f: Filters) -> Any:
     return html_table("gpu-holders", columns, frame.to_dict("records"))
 
 
+def unknown_text(query: dict[str, Any]) -> str:
+    """Why the page shows no GPU: what the link asked for, and what may have happened."""
+    uuid = query_value(query, "uuid")
+    if uuid is None:
+        return "No GPU unit with this id in the store (ids change when a store is rebuilt)."
+    parts = [
+        f"MIG instance {query_value(query, 'gi')}" if query_value(query, "gi") else "",
+        f"slot {query_value(query, 'slot')}" if query_value(query, "slot") else "",
+    ]
+    which = ", ".join(p for p in parts if p)
+    return (
+        f"No GPU {uuid}{f' ({which})' if which else ''} in this store: the link may come from "
+        "another store, or the GPU left the fleet before the roll-ups kept."
+    )
+
+
 def layout(**query: Any) -> html.Div:
     ctx = page_context(query)
     snap, f = ctx.snap, ctx.filters
-    unit = None if snap.empty else find_unit(snap, query_value(query, "id"))
+    unit = None if snap.empty else find_unit(snap, query)
     if unit is None:
         content: Any = empty_state(
             PAGE,
             "Unknown GPU",
-            "No GPU unit with this id in the store.",
+            unknown_text(query),
             (f.href("/gpus"), "All GPUs & nodes"),
         )
         return shell(PAGE, PATH, TITLE, f, snap, None, content)

@@ -22,6 +22,7 @@ from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import heatmap_row_label
 from gpuwatch.app.figures_health import health_timeline_figure
 from gpuwatch.app.health_text import STATE_WORDS, gpu_text, missing_readings, reasons_text
+from gpuwatch.app.links import PATH as PATH_GPU
 from gpuwatch.app.pages.gpus import node_href, open_clicked
 from gpuwatch.app.views import options
 from gpuwatch.app.views import unit_ids as units_in_scope
@@ -72,10 +73,9 @@ def cards(view: HealthView) -> html.Div:
 def gpu_link(f: Filters, ids: GpuIds, row: Mapping[str, Any]) -> Any:
     """The GPU as the other pages name it, linked to its page where the store knows it."""
     label = unit_label(row["gpu_uuid"], None, 0, 1)
-    gpu_id = ids.get((str(row["cluster"]), str(row["gpu_uuid"])))
-    if gpu_id is None:
+    if (str(row["cluster"]), str(row["gpu_uuid"])) not in ids:
         return label
-    return dcc.Link(label, href=f.href("/gpu", id=gpu_id), className="gw-link")
+    return dcc.Link(label, href=f.href(PATH_GPU, uuid=str(row["gpu_uuid"])), className="gw-link")
 
 
 def node_link(f: Filters, row: Mapping[str, Any]) -> Any:

@@ -28,6 +28,8 @@ from gpuwatch.app.components import (
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import gpu_id_of, heatmap_figure
+from gpuwatch.app.links import gpu_href
+from gpuwatch.app.server import data_source
 from gpuwatch.app.views import options
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 
@@ -48,7 +50,7 @@ HEALTH_COLUMNS = [
 ]
 
 
-def health_records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
+def health_records(frame: pd.DataFrame, f: Filters, snap: Snapshot) -> list[dict[str, Any]]:
     """GPU rows for the health table; the row id is the link to the GPU's page."""
     out = frame.assign(coverage_pct=100.0 * frame["coverage_ratio"])
     names = [col["id"] for col in HEALTH_COLUMNS]
@@ -57,7 +59,7 @@ def health_records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
         out[name] = out[name].astype("float64").round(1)
     rows = records_of(out.astype(object).where(out.notna(), None))
     for row in rows:
-        row["id"] = f.href("/gpu", id=int(row.pop("gpu_id")))
+        row["id"] = gpu_href(f, snap, int(row.pop("gpu_id")))
         for name in names[:3]:
             row[name] = fmt.text(row[name])
     return rows
@@ -91,7 +93,7 @@ def open_clicked(click: dict[str, Any] | None, search: str | None) -> Any:
     if gpu_id is None:
         return dash.no_update
     query = {k: v for k, v in _parse(search).items() if k in ("window",)}
-    return Filters.from_query(query).href("/gpu", id=gpu_id)
+    return gpu_href(Filters.from_query(query), data_source().data.current(), gpu_id)
 
 
 def _parse(search: str | None) -> dict[str, str]:
@@ -188,7 +190,7 @@ def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
     table = data_table(
         "gpus-health",
         HEALTH_COLUMNS,
-        health_records(health, f),
+        health_records(health, f, snap),
         filter_action="native",
         style_data_conditional=health_styles(temperature_c, snap.policy.memory_full_pct),
     )

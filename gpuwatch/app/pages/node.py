@@ -16,6 +16,7 @@ from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, 
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
+from gpuwatch.app.links import gpu_href
 from gpuwatch.app.views import window_bounds
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 
@@ -91,7 +92,7 @@ def gpus_section(snap: Snapshot, f: Filters, node: tuple[str, str], temperature_
         (
             "GPU",
             lambda r: dcc.Link(
-                fmt.text(r["unit"]), href=f.href("/gpu", id=int(r["gpu_id"])), className="gw-link"
+                fmt.text(r["unit"]), href=gpu_href(f, snap, int(r["gpu_id"])), className="gw-link"
             ),
         ),
         ("Utilization", lambda r: fmt.pct(r["util_pct"])),

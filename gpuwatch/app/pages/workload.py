@@ -39,6 +39,7 @@ from gpuwatch.app.figures_explain import (
     distribution_figure,
     held_busy_figure,
 )
+from gpuwatch.app.links import gpu_href
 from gpuwatch.app.views import data_hours
 from gpuwatch.app.views_gpu import (
     WorkloadKey,
@@ -109,7 +110,7 @@ def gpus_table(snap: Snapshot, f: Filters, key: WorkloadKey) -> Any:
         (
             "GPU",
             lambda r: dcc.Link(
-                fmt.text(r["unit"]), href=f.href("/gpu", id=int(r["gpu_id"])), className="gw-link"
+                fmt.text(r["unit"]), href=gpu_href(f, snap, int(r["gpu_id"])), className="gw-link"
             ),
         ),
         ("Node", lambda r: fmt.text(r["node"])),
