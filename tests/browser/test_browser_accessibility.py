@@ -12,21 +12,14 @@ from typing import Any
 import pytest
 from axe_selenium_python import Axe  # type: ignore[import-untyped]
 
-from gpuwatch.app.data import DashboardData
 from tests.browser.conftest import Served
-from tests.browser.test_browser_dashboard import PAGES, open_page, wait_for_graphs
+from tests.browser.test_browser_dashboard import PAGES, detail_pages, open_page, wait_for_graphs
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
-DETAIL_PAGES = [
-    (
-        "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain",
-        "workload",
-    ),
-    ("/queues", "queues"),
-]
+OTHER_PAGES = [("/queues", "queues")]
 #: What axe may not check: the deprecated table component (see the module's docstring).
 LEFT_OUT = [[".dash-table-container"]]
 
@@ -44,7 +37,7 @@ def serious(driver: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("path", "page"), PAGES + DETAIL_PAGES, ids=[p for _, p in PAGES + DETAIL_PAGES]
+    ("path", "page"), PAGES + OTHER_PAGES, ids=[p for _, p in PAGES + OTHER_PAGES]
 )
 def test_no_serious_violation(driver: Any, served: Served, path: str, page: str) -> None:
     open_page(driver, served, path, page)
@@ -52,13 +45,8 @@ def test_no_serious_violation(driver: Any, served: Served, path: str, page: str)
     assert serious(driver) == []
 
 
-def test_no_serious_violation_on_node_and_gpu_pages(driver: Any, served: Served) -> None:
-    snap = DashboardData(served.engine, served.settings, background=False).current()
-    unit = snap.units.iloc[0]
-    for path, page in (
-        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
-        (f"/gpu?id={int(unit['gpu_id'])}", "gpu"),
-    ):
+def test_no_serious_violation_on_detail_pages(driver: Any, served: Served) -> None:
+    for path, page in detail_pages(served):
         open_page(driver, served, path, page)
         wait_for_graphs(driver)
         assert serious(driver) == [], page

@@ -46,6 +46,23 @@ PAGES = [
 ]
 
 
+WORKLOAD_PAGE = (
+    "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain",
+    "workload",
+)
+
+
+def detail_pages(served: Served) -> list[tuple[str, str]]:
+    """A node's, a GPU's (by UUID) and a workload's page of the served fleet."""
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    unit = snap.units.iloc[0]
+    return [
+        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
+        (f"/gpu?uuid={unit['gpu_uuid']}", "gpu"),
+        WORKLOAD_PAGE,
+    ]
+
+
 def wait(driver: Any) -> WebDriverWait:
     return WebDriverWait(driver, WAIT_S)
 
@@ -104,16 +121,7 @@ def test_page_renders_without_console_errors(
 
 
 def test_detail_pages_render(driver: Any, served: Served) -> None:
-    snap = DashboardData(served.engine, served.settings, background=False).current()
-    unit = snap.units.iloc[0]
-    for path, page in (
-        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
-        (f"/gpu?id={int(unit['gpu_id'])}", "gpu"),
-        (
-            "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain",
-            "workload",
-        ),
-    ):
+    for path, page in detail_pages(served):
         driver.get_log("browser")
         open_page(driver, served, path, page)
         wait_for_graphs(driver)

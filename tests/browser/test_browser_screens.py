@@ -9,28 +9,18 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 
-from gpuwatch.app.data import DashboardData
 from tests.browser.conftest import Served
-from tests.browser.test_browser_dashboard import PAGES, open_page, wait_for_graphs
+from tests.browser.test_browser_dashboard import PAGES, detail_pages, open_page, wait_for_graphs
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 WIDTHS = (390, 768, 1366, 1920)
-WORKLOAD = "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain"
 
 
 def every_page(served: Served) -> list[tuple[str, str]]:
-    snap = DashboardData(served.engine, served.settings, background=False).current()
-    unit = snap.units.iloc[0]
-    return [
-        *PAGES,
-        ("/queues", "queues"),
-        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
-        (f"/gpu?id={int(unit['gpu_id'])}", "gpu"),
-        (WORKLOAD, "workload"),
-    ]
+    return [*PAGES, ("/queues", "queues"), *detail_pages(served)]
 
 
 @pytest.fixture

@@ -10,9 +10,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 
-from gpuwatch.app.data import DashboardData
 from tests.browser.conftest import WRITES, Served, file_digest
-from tests.browser.test_browser_dashboard import PAGES, open_page, wait, wait_for_graphs
+from tests.browser.test_browser_dashboard import (
+    PAGES,
+    detail_pages,
+    open_page,
+    wait,
+    wait_for_graphs,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -21,17 +26,7 @@ pytestmark = [
 
 
 def _every_page(served: Served) -> list[tuple[str, str]]:
-    snap = DashboardData(served.engine, served.settings, background=False).current()
-    unit = snap.units.iloc[0]
-    return [
-        *PAGES,
-        (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
-        (f"/gpu?id={int(unit['gpu_id'])}", "gpu"),
-        (
-            "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain",
-            "workload",
-        ),
-    ]
+    return [*PAGES, *detail_pages(served)]
 
 
 def _csp_messages(driver: Any) -> list[str]:
