@@ -60,13 +60,16 @@ def render_json(frame: pd.DataFrame) -> str:
     return json.dumps(to_json_records(frame), indent=2, ensure_ascii=False) + "\n"
 
 
-def _instant(ts: int) -> str:
+def instant_text(ts: int) -> str:
+    """An instant as every summary line states it: ``2026-11-16 00:00 UTC``."""
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _context(window: tuple[int, int] | None, scope: str) -> list[str]:
     """The window asked for and the scope shown, as the first footer line (none without)."""
-    parts = [] if window is None else [f"window {_instant(window[0])} to {_instant(window[1])}"]
+    parts = []
+    if window is not None:
+        parts.append(f"window {instant_text(window[0])} to {instant_text(window[1])}")
     if scope:
         parts.append(f"showing {scope}")
     return ["; ".join(parts)] if parts else []
@@ -93,7 +96,7 @@ def table_footer(
     return [
         *lines,
         f"{saving} (the largest recommendation per workload, {basis}: "
-        f"{_instant(span[0])} to {_instant(span[1])})",
+        f"{instant_text(span[0])} to {instant_text(span[1])})",
     ]
 
 

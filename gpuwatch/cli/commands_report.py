@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import click
 
 from gpuwatch.analytics.recommend import recommend
+from gpuwatch.analytics.render import instant_text, render_json, render_table, table_footer
 from gpuwatch.analytics.render import render_csv as render_recommendations_csv
-from gpuwatch.analytics.render import render_json, render_table, table_footer
 from gpuwatch.analytics.scope import Scope, in_scope
 from gpuwatch.analytics.totals import data_span
 from gpuwatch.cli.context import AppContext, RuntimeFailure, pass_app
@@ -33,10 +33,6 @@ def scope_options(command: F) -> F:
             help=f"Only the rows of this {name} (figures are computed over the whole fleet).",
         )(command)
     return command
-
-
-def _instant(ts: int) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _write(text: str, out: str | None) -> None:
@@ -113,7 +109,7 @@ def report_weekly(
     _write(render_csv(frame), out)
     shown = f", {scope.describe()}" if scope.terms() else ""
     click.echo(
-        f"report weekly {label} ({_instant(start_ts)} to {_instant(end_ts)}{shown}): "
+        f"report weekly {label} ({instant_text(start_ts)} to {instant_text(end_ts)}{shown}): "
         f"{describe_totals(report_totals(frame))}",
         err=True,
     )
