@@ -169,15 +169,21 @@ def test_filter_change_rewrites_the_query() -> None:
     assert search_with("?id=3", {"window": "bogus"}) == "?id=3&window=bogus"
 
 
-def test_table_clicks_drill_down_and_open_pages(app: Dash) -> None:
+def test_table_names_link_down_and_heatmap_clicks_open_pages(app: Dash) -> None:
+    import pandas as pd
+
     teams = page("teams")
-    cell = {"row": 0, "column_id": "team", "row_id": "ml-platform"}
-    assert teams.open_team(cell, "?window=3d") == "?window=3d&team=ml-platform"
-    ns = {"row": 1, "column_id": "namespace", "row_id": "prod-us-east\x1fsearch-prod"}
-    assert teams.open_namespace(ns, "") == "?cluster=prod-us-east&namespace=search-prod"
-    assert teams.open_team({"column_id": "idle_cost_usd", "row_id": "x"}, "") is dash.no_update
-    href = "/workload?cluster=a&namespace=b&kind=Job&name=c"
-    assert page("workloads").open_row({"column_id": "team", "row_id": href}) == href
+    frame = pd.DataFrame([{"team": "ml-platform", "cluster": "prod-us-east",
+                           "namespace": "search-prod", "allocated_gpu_hours": 2.0}])  # fmt: skip
+    (row,) = teams.records(frame, ["team"], teams.TEAM_COLUMNS, Filters(window="3d"))
+    assert row["href"] == "/teams?team=ml-platform&window=3d"
+    (row,) = teams.records(frame, ["cluster", "namespace"], teams.NAMESPACE_COLUMNS, Filters())
+    assert row["href"] == "/teams?cluster=prod-us-east&namespace=search-prod"
+    assert row["allocated_gpu_hours"] == 2.0 and row["idle_cost_usd"] is None
+    workload = {"workload": "c", "workload_kind": "Job", "namespace": "b", "cluster": "a"}
+    (row,) = page("workloads").records(pd.DataFrame([workload]).reindex(
+        columns=[col.key for col in page("workloads").COLUMNS]), Filters(team="t"))  # fmt: skip
+    assert row["href"] == "/workload?cluster=a&namespace=b&kind=Job&name=c&team=t"
     click = {"points": [{"y": "node-1 · GPU-abc #42", "x": "2026-01-01"}]}
     units = data_source().data.current().units.set_index("gpu_id")
     uuid = units.loc[42, "gpu_uuid"]  # a whole GPU: the UUID alone names it

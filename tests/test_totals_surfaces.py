@@ -380,7 +380,7 @@ def test_savings_rows_show_evidence_as_numbers_in_their_units(app: Dash) -> None
     }
     assert row["hours_observed"] == 168.0
     assert row["evidence"] == "pods 3; idle share 25 %"
-    headings = [col["name"] for col in savings.columns(keys)][-5:]
+    headings = [col.title for col in savings.columns(keys)][-5:]
     assert headings == [
         "p95 util (%)", "p99 memory (GiB)", "busy GPUs p95", "hours observed (h)", "more evidence",
     ]  # fmt: skip

@@ -12,9 +12,6 @@ from urllib.parse import parse_qsl, urlencode
 
 import dash
 from dash import ALL, Input, Output, State, dcc, html
-from dash.dash_table import FormatTemplate
-from dash.dash_table.DataTable import DataTable
-from dash.dash_table.Format import Format, Scheme
 
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, WINDOWS, Filters, Snapshot
@@ -271,63 +268,6 @@ def html_table(
     head = html.Thead(html.Tr([html.Th(title) for title, _ in columns]))
     body = html.Tbody([html.Tr([html.Td(build(row)) for _, build in columns]) for row in rows])
     return html.Table([head, body], className="gw-table", id=table_id)
-
-
-def money_column(key: str, title: str | None = None) -> dict[str, Any]:
-    return {
-        "name": title or fmt.HEADINGS.get(key, key),
-        "id": key,
-        "type": "numeric",
-        "format": FormatTemplate.money(0),  # type: ignore[no-untyped-call]
-    }
-
-
-def number_column(key: str, title: str | None = None, digits: int = 1) -> dict[str, Any]:
-    fixed = Format(precision=digits, scheme=Scheme.fixed)  # type: ignore[no-untyped-call]
-    return {
-        "name": title or fmt.HEADINGS.get(key, key),
-        "id": key,
-        "type": "numeric",
-        "format": fixed.group(True),  # type: ignore[no-untyped-call]
-    }
-
-
-def text_column(key: str, title: str | None = None) -> dict[str, Any]:
-    return {"name": title or fmt.HEADINGS.get(key, key), "id": key, "type": "text"}
-
-
-def row_link(active_cell: dict[str, Any] | None, prefix: str) -> Any:
-    """The link a clicked row carries as its id, when it starts with ``prefix``; else no update."""
-    if not active_cell or not str(active_cell.get("row_id", "")).startswith(prefix):
-        return dash.no_update
-    return str(active_cell["row_id"])
-
-
-def data_table(
-    table_id: str, columns: list[dict[str, Any]], records: list[dict[str, Any]], **extra: Any
-) -> DataTable:
-    """A sortable table (numbers formatted with their units in the heading)."""
-    settings: dict[str, Any] = {
-        "sort_action": "native",
-        "page_size": 25,
-        "style_table": {"overflowX": "auto"},
-        "style_cell": {
-            "fontFamily": "Inter, system-ui, -apple-system, Segoe UI, sans-serif",
-            "fontSize": "13px",
-            "padding": "6px 8px",
-            "textAlign": "left",
-            "maxWidth": "320px",
-            "overflow": "hidden",
-            "textOverflow": "ellipsis",
-        },
-        "style_cell_conditional": [
-            {"if": {"column_type": "numeric"}, "textAlign": "right"},
-        ],
-        "style_header": {"fontWeight": "600", "backgroundColor": "#f3f5f8"},
-        "markdown_options": {"html": False},
-    } | extra
-    settings |= {"columns": columns, "data": records}
-    return DataTable(id=table_id, **settings)
 
 
 def records_of(frame: Any) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ HEADINGS: dict[str, str] = {
     "current": "Current",
     "suggested": "Suggested",
     "confidence": "Confidence",
+    "effort": "Effort",
+    "risk": "Risk",
     "evidence": "Evidence",
     "allocated_gpu_hours": "Allocated (GPU·h)",
     "used_gpu_hours": "Used (GPU·h)",

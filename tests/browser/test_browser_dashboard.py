@@ -29,7 +29,6 @@ from tests.browser.conftest import HOSTILE, SCREENSHOTS, Served
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 WAIT_S = 60
 
@@ -168,7 +167,7 @@ def test_filter_change_updates_url_and_figures(driver: Any, served: Served) -> N
     assert "cluster=research-eu" in driver.current_url
 
 
-def _downloaded(folder: Path, name: str) -> str:
+def downloaded(folder: Path, name: str) -> str:
     target = folder / name
     WebDriverWait(None, WAIT_S, poll_frequency=0.2).until(lambda _: target.is_file())
     return target.read_text(encoding="utf-8")
@@ -180,18 +179,18 @@ def test_csv_and_yaml_downloads(driver: Any, served: Served, clean_downloads: Pa
     open_page(driver, served, "/savings?window=3d", "savings")
     driver.find_element(By.ID, "savings-download-button").click()
     expected = recommendations_csv(recommendations(snap, Filters(window="3d")))
-    assert _downloaded(clean_downloads, "gpuwatch-recommendations-3d.csv") == expected
+    assert downloaded(clean_downloads, "gpuwatch-recommendations-3d.csv") == expected
     week = default_week(snap)
     assert week is not None
     open_page(driver, served, "/reports", "reports")
     driver.find_element(By.ID, "reports-download-button").click()
-    assert _downloaded(clean_downloads, f"gpuwatch-weekly-{week}.csv") == weekly_csv(
+    assert downloaded(clean_downloads, f"gpuwatch-weekly-{week}.csv") == weekly_csv(
         data, snap, week
     )
     open_page(driver, served, "/alerts", "alerts")
     driver.find_element(By.ID, "alerts-download-button").click()
     rules = render_rules(rule_params_from_settings(served.settings))[OPERATOR_FILE]
-    assert _downloaded(clean_downloads, OPERATOR_FILE) == rules
+    assert downloaded(clean_downloads, OPERATOR_FILE) == rules
 
 
 def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) -> None:
@@ -218,7 +217,7 @@ def test_from_the_team_bar_to_one_gpu_by_clicking_only(driver: Any, served: Serv
     wait(driver).until(ec.presence_of_element_located((By.ID, "workloads-body")))
     assert f"team={team}" in driver.current_url.replace("%20", " ")
     cell = wait(driver).until(
-        ec.element_to_be_clickable((By.CSS_SELECTOR, "td[data-dash-column='workload']"))
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "#workloads-table a.gw-link"))
     )
     cell.click()
     wait(driver).until(ec.presence_of_element_located((By.ID, "workload-body")))

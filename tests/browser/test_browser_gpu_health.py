@@ -32,7 +32,6 @@ from tests.browser.test_browser_dashboard import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 WORKLOAD = "/workload?cluster=prod-us-east&namespace=llm-training&kind=Job&name=llm-pretrain"
 

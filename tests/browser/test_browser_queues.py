@@ -25,7 +25,6 @@ from tests.browser.test_browser_dashboard import card_value, screenshot, severe,
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 
 

@@ -14,7 +14,6 @@ from tests.browser.test_browser_dashboard import PAGES, detail_pages, open_page,
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 WIDTHS = (390, 768, 1366, 1920)
 

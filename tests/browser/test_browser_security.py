@@ -21,7 +21,6 @@ from tests.browser.test_browser_dashboard import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore:The dash_table.DataTable will be removed"),
 ]
 
 

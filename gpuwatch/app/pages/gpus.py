@@ -1,6 +1,6 @@
 """GPUs & nodes: utilization per GPU over time, health per GPU, and the nodes they sit on.
 
-A click on the heatmap or a GPU row opens that GPU's history; a node opens the node's page.
+A click on the heatmap or a GPU's name opens that GPU's history; a node's name opens its page.
 """
 
 from __future__ import annotations
@@ -11,20 +11,8 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from gpuwatch.app import format as fmt
-from gpuwatch.app.components import (
-    URL_ID,
-    data_table,
-    money_column,
-    no_data,
-    no_match,
-    number_column,
-    records_of,
-    row_link,
-    section,
-    shell,
-    text_column,
-)
+from gpuwatch.app import grid
+from gpuwatch.app.components import URL_ID, no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import gpu_id_of, heatmap_figure
@@ -36,52 +24,38 @@ from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 PAGE, PATH, TITLE = "gpus", "/gpus", "GPUs & nodes"
 
 HEALTH_COLUMNS = [
-    text_column("unit", "GPU"),
-    text_column("node"),
-    text_column("gpu_model"),
-    number_column("util_pct", "Utilization (%)"),
-    number_column("held_gpu_hours", "Held (GPU·h)"),
-    number_column("temp_c_max", "Peak temperature (°C)", 0),
-    number_column("power_w_max", "Peak hourly power (W)", 0),
-    number_column("memory_peak_pct", "Peak memory (%)"),
-    number_column("xid_hours", "Hours with XID", 0),
-    number_column("xid_last", "XID code", 0),
-    number_column("coverage_pct", "Coverage (%)"),
+    grid.text_column("unit", "GPU", link=grid.HREF, pinned=True),
+    grid.text_column("node"),
+    grid.text_column("gpu_model"),
+    grid.number_column("util_pct", "Utilization (%)"),
+    grid.number_column("held_gpu_hours", "Held (GPU·h)", total=True),
+    grid.number_column("temp_c_max", "Peak temperature (°C)", 0),
+    grid.number_column("power_w_max", "Peak hourly power (W)", 0),
+    grid.number_column("memory_peak_pct", "Peak memory (%)"),
+    grid.number_column("xid_hours", "Hours with XID", 0, total=True),
+    grid.number_column("xid_last", "XID code", 0),
+    grid.number_column("coverage_pct", "Coverage (%)"),
 ]
+grid.register("gpus-health", "gpus-nodes")
 
 
 def health_records(frame: pd.DataFrame, f: Filters, snap: Snapshot) -> list[dict[str, Any]]:
-    """GPU rows for the health table; the row id is the link to the GPU's page."""
+    """GPU rows for the health table; each row's ``href`` is the link to the GPU's page."""
     out = frame.assign(coverage_pct=100.0 * frame["coverage_ratio"])
-    names = [col["id"] for col in HEALTH_COLUMNS]
-    out = out[[*names, "gpu_id"]].copy()
-    for name in names[3:]:
-        out[name] = out[name].astype("float64").round(1)
-    rows = records_of(out.astype(object).where(out.notna(), None))
+    names = [col.key for col in HEALTH_COLUMNS]
+    rows = grid.rows_for(records_of(out[[*names, "gpu_id"]]), HEALTH_COLUMNS)
     for row in rows:
-        row["id"] = gpu_href(f, snap, int(row.pop("gpu_id")))
-        for name in names[:3]:
-            row[name] = fmt.text(row[name])
+        row[grid.HREF] = gpu_href(f, snap, int(row.pop("gpu_id")))
     return rows
 
 
-def health_styles(temperature_c: float, memory_full_pct: float) -> list[dict[str, Any]]:
-    """Cells past a threshold in red."""
-    alert = {"backgroundColor": "#fee2e2", "color": "#991b1b", "fontWeight": "600"}
-    rules = (
-        ("temp_c_max", f"{{temp_c_max}} >= {temperature_c}"),
-        ("memory_peak_pct", f"{{memory_peak_pct}} >= {memory_full_pct}"),
-        ("xid_hours", "{xid_hours} > 0"),
-    )
-    styles = [{"if": {"column_id": col, "filter_query": q}} | alert for col, q in rules]
-    return [*styles, {"if": {"column_id": "unit"}, "color": "#2563eb", "cursor": "pointer"}]
-
-
-def open_gpu(active_cell: dict[str, Any] | None) -> Any:
-    """A click on a GPU row: the GPU's page."""
-    if not active_cell or not str(active_cell.get("row_id", "")).startswith("/gpu?"):
-        return dash.no_update
-    return str(active_cell["row_id"])
+def health_alerts(temperature_c: float, memory_full_pct: float) -> dict[str, dict[str, str]]:
+    """Cells past a threshold, in red (class ``gw-cell-alert``)."""
+    return {
+        "temp_c_max": {"gw-cell-alert": f"params.value >= {temperature_c:g}"},
+        "memory_peak_pct": {"gw-cell-alert": f"params.value >= {memory_full_pct:g}"},
+        "xid_hours": {"gw-cell-alert": "params.value > 0"},
+    }
 
 
 def open_clicked(click: dict[str, Any] | None, search: str | None) -> Any:
@@ -102,11 +76,6 @@ def _parse(search: str | None) -> dict[str, str]:
     return dict(parse_qsl((search or "").lstrip("?")))
 
 
-dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
-    Input("gpus-health", "active_cell"),
-    prevent_initial_call=True,
-)(open_gpu)
 for _graph in ("gpus-heatmap", "node-heatmap"):
     dash.callback(
         Output(URL_ID, "href", allow_duplicate=True),
@@ -121,78 +90,47 @@ def node_href(f: Filters, cluster: object, node: object) -> str:
 
 
 NODE_COLUMNS = [
-    text_column("node"),
-    text_column("cluster"),
-    text_column("gpu_model"),
-    number_column("gpu_units", "GPU units", 0),
-    text_column("capacity", "Capacity"),
-    text_column("gpu_sharing", "Allocation"),
-    number_column("allocated_pct", "Allocated (%)"),
-    number_column("efficiency_pct", "Utilization of allocated (%)"),
-    money_column("idle_cost_usd"),
-    money_column("unallocated_cost_usd"),
+    grid.text_column("node", link=grid.HREF, pinned=True),
+    grid.text_column("cluster"),
+    grid.text_column("gpu_model"),
+    grid.number_column("gpu_units", "GPU units", 0, total=True),
+    grid.text_column("capacity", "Capacity"),
+    grid.text_column("gpu_sharing", "Allocation"),
+    grid.number_column("allocated_pct", "Allocated (%)"),
+    grid.number_column("efficiency_pct", "Utilization of allocated (%)"),
+    grid.money_column("idle_cost_usd"),
+    grid.money_column("unallocated_cost_usd"),
 ]
 
 
 def node_records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
-    """Node rows for the nodes table; the row id is the link to the node's page."""
-    rows = []
-    for r in records_of(frame):
-        rows.append(
-            {
-                "id": node_href(f, r["cluster"], r["node"]),
-                "node": fmt.text(r["node"]),
-                "cluster": fmt.text(r["cluster"]),
-                "gpu_model": fmt.text(r["gpu_model"]),
-                "gpu_units": _number(r["gpu_units"], 0),
-                "capacity": fmt.text(r["capacity_type"]).replace("_", "-"),
-                "gpu_sharing": fmt.text(r["gpu_sharing"]),
-                "allocated_pct": _number(r["allocated_pct"], 1),
-                "efficiency_pct": _number(r["efficiency_pct"], 1),
-                "idle_cost_usd": _number(r["idle_cost_usd"], 2),
-                "unallocated_cost_usd": _number(r["unallocated_cost_usd"], 2),
-            }
-        )
-    return rows
-
-
-def _number(value: Any, digits: int) -> float | None:
-    return None if value is None or pd.isna(value) else round(float(value), digits)
-
-
-def open_node(active_cell: dict[str, Any] | None) -> Any:
-    """A click on a node row: the node's page."""
-    return row_link(active_cell, "/node?")
-
-
-dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
-    Input("gpus-nodes", "active_cell"),
-    prevent_initial_call=True,
-)(open_node)
+    """Node rows for the nodes table; each row's ``href`` is the link to the node's page."""
+    out = frame.assign(capacity=frame["capacity_type"].astype(object))
+    rows = grid.rows_for(records_of(out), NODE_COLUMNS)
+    for row in rows:
+        row[grid.HREF] = node_href(f, row["cluster"], row["node"])
+        row["capacity"] = row["capacity"].replace("_", "-")
+    return [{k: row[k] for k in (grid.HREF, *(c.key for c in NODE_COLUMNS))} for row in rows]
 
 
 def nodes_section(snap: Snapshot, f: Filters) -> Any:
-    return data_table(
+    return grid.grid(
         "gpus-nodes",
         NODE_COLUMNS,
         node_records(node_table(snap, f), f),
-        filter_action="native",
-        style_data_conditional=[
-            {"if": {"column_id": "node"}, "color": "#2563eb", "cursor": "pointer"}
-        ],
+        grid.page_export("nodes", "Nodes", snap, f),
     )
 
 
 def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
     figure = heatmap_figure(heatmap(snap, f))
     health = gpu_table(snap, f, temperature_c)
-    table = data_table(
+    table = grid.grid(
         "gpus-health",
         HEALTH_COLUMNS,
         health_records(health, f, snap),
-        filter_action="native",
-        style_data_conditional=health_styles(temperature_c, snap.policy.memory_full_pct),
+        grid.page_export("gpu-health", "GPU health", snap, f),
+        cell_classes=health_alerts(temperature_c, snap.policy.memory_full_pct),
     )
     return [
         section(

@@ -12,17 +12,15 @@ from dash import Input, Output, State, dcc, html
 
 from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.components import (
     URL_ID,
     card,
-    data_table,
     empty_state,
-    money_column,
     no_data,
-    number_column,
+    records_of,
     section,
     shell,
-    text_column,
 )
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
@@ -53,14 +51,17 @@ _MONEY = {
     "failing_cost_usd",
     "unallocated_cost_usd",
 }
+#: Summed by the totals row: hours and dollars (not counts of GPUs, nor percentages).
+_TOTALS = {name for name in HEADER if name.endswith(("_gpu_hours", "_usd"))}
 COLUMNS = [
-    money_column(name)
+    grid.money_column(name)
     if name in _MONEY
-    else number_column(name, digits=_NUMERIC[name])
+    else grid.number_column(name, digits=_NUMERIC[name], total=name in _TOTALS)
     if name in _NUMERIC
-    else text_column(name)
+    else grid.text_column(name, pinned=name == "workload")
     for name in HEADER
 ]
+grid.register("reports-table")
 
 
 def chosen_week(snap: Snapshot, query: dict[str, Any]) -> str | None:
@@ -144,8 +145,13 @@ def summary_cards(frame: pd.DataFrame, data_hours: float) -> html.Div:
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    out = frame[list(HEADER)].astype(object).where(frame.notna(), None)
-    return out.to_dict("records")  # type: ignore[return-value]
+    return grid.rows_for(records_of(frame[list(HEADER)]), COLUMNS)
+
+
+def week_export(week: str) -> grid.Export:
+    """The preview's CSV export facts: the ISO week is its window; the report has no filters."""
+    span = f"{week} (Monday 00:00 UTC to the next Monday)"
+    return grid.Export("weekly-preview", f"Weekly waste report {week}", week, span, {})
 
 
 def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
@@ -162,7 +168,7 @@ def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
                 clearable=False,
                 className="gw-dropdown gw-week",
             ),
-            html.Button("Download CSV", id="reports-download-button", className="gw-button"),
+            html.Button("Download report CSV", id="reports-download-button", className="gw-button"),
             dcc.Download(id="reports-download"),
             html.Span(week, id="reports-shown-week", hidden=True),
         ],
@@ -173,7 +179,7 @@ def body(data: DashboardData, snap: Snapshot, week: str) -> list[Any]:
     else:
         preview = [
             summary_cards(frame, view.data_hours),
-            data_table("reports-table", COLUMNS, records(frame), page_size=20),
+            grid.grid("reports-table", COLUMNS, records(frame), week_export(week), page_size=20),
         ]
     note = (
         "The whole fleet, Monday 00:00 UTC to the next Monday, one row per workload and GPU "

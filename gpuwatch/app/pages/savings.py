@@ -15,18 +15,8 @@ from gpuwatch.analytics.kinds import KIND_FACTS, PRICING, WASTE, group_savings_u
 from gpuwatch.analytics.render import render_csv
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import (
-    URL_ID,
-    card,
-    data_table,
-    money_column,
-    no_data,
-    number_column,
-    records_of,
-    section,
-    shell,
-    text_column,
-)
+from gpuwatch.app import grid
+from gpuwatch.app.components import URL_ID, card, no_data, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.evidence import (
@@ -44,35 +34,36 @@ from gpuwatch.domain.words import counted
 PAGE, PATH, TITLE = "savings", "/savings", "Savings"
 
 COLUMNS = [
-    text_column("workload"),
-    text_column("namespace"),
-    text_column("cluster"),
-    text_column("team"),
-    text_column("gpu_model"),
-    text_column("kind"),
-    text_column("current"),
-    text_column("suggested"),
-    text_column("confidence"),
-    money_column("est_monthly_savings_usd"),
-    text_column("effort"),
-    text_column("risk"),
+    grid.text_column("workload", link=grid.HREF, pinned=True),
+    grid.text_column("namespace"),
+    grid.text_column("cluster"),
+    grid.text_column("team"),
+    grid.text_column("gpu_model"),
+    grid.text_column("kind"),
+    grid.text_column("current"),
+    grid.text_column("suggested"),
+    grid.text_column("confidence"),
+    grid.money_column("est_monthly_savings_usd", total=False),
+    grid.text_column("effort"),
+    grid.text_column("risk"),
 ]
 #: The two groups of saving kinds, each with its cards (docs/recommendations.md).
 GROUPS = (
     (WASTE, "Waste: GPUs held and not used", "reclaim idle first; capacity goes back to the fleet"),
     (PRICING, "Pricing: the same GPU time, bought cheaper", "the workload keeps what it uses"),
 )
-_TEXT = [col["id"] for col in COLUMNS if col["type"] == "text"]
+_TEXT = [col.key for col in COLUMNS if col.kind == "text"]
+grid.register("savings-table")
 
 
-def columns(keys: EvidenceKeys) -> list[dict[str, Any]]:
+def columns(keys: EvidenceKeys) -> list[grid.Column]:
     """The table's columns: the recommendation, then its evidence with units in the headings
     (p95 util %, p99 memory GiB, busy GPUs, hours observed), then the rest of it as text."""
     shown = [
-        number_column(key, column_heading(key), column_digits(key))
+        grid.number_column(key, column_heading(key), column_digits(key))
         for key in evidence_columns(keys)
     ]
-    return [*COLUMNS, *shown, text_column("evidence", "more evidence")]
+    return [*COLUMNS, *shown, grid.wrapped_column("evidence", "more evidence")]
 
 
 def records(recs: pd.DataFrame, f: Filters, keys: EvidenceKeys) -> list[dict[str, Any]]:
@@ -89,7 +80,7 @@ def records(recs: pd.DataFrame, f: Filters, keys: EvidenceKeys) -> list[dict[str
         row["effort"] = facts.effort if facts else ""
         row["risk"] = facts.risk if facts else ""
         row["est_monthly_savings_usd"] = round(float(rec["est_monthly_savings_usd"]), 2)
-        row["id"] = workload_href(f, rec)
+        row[grid.HREF] = workload_href(f, rec)
         rows.append(row)
     return rows
 
@@ -108,23 +99,12 @@ def download_csv(n_clicks: int | None, search: str | None) -> Any:
     }
 
 
-def open_row(active_cell: dict[str, Any] | None) -> Any:
-    if not active_cell or active_cell.get("column_id") != "workload":
-        return dash.no_update
-    return str(active_cell.get("row_id") or dash.no_update)
-
-
 dash.callback(
     Output("savings-download", "data"),
     Input("savings-download-button", "n_clicks"),
     State(URL_ID, "search"),
     prevent_initial_call=True,
 )(download_csv)
-dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
-    Input("savings-table", "active_cell"),
-    prevent_initial_call=True,
-)(open_row)
 
 
 def group_cards(recs: pd.DataFrame, basis: str) -> list[Any]:
@@ -182,29 +162,17 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
             "high",
         ),
     ]
-    table = data_table(
+    table = grid.grid(
         "savings-table",
         columns(keys),
         records(recs, f, keys),
-        filter_action="native",
-        style_data_conditional=[
-            {"if": {"column_id": "workload"}, "color": "#2563eb", "cursor": "pointer"}
-        ],
-        style_cell_conditional=[
-            {
-                "if": {"column_id": "evidence"},
-                "width": "440px",
-                "minWidth": "440px",
-                "maxWidth": "440px",
-                "whiteSpace": "normal",
-                "fontSize": "11px",
-            },
-            {"if": {"column_type": "numeric"}, "textAlign": "right"},
-        ],
+        grid.page_export("savings", "Savings", snap, f),
     )
     actions = html.Div(
         [
-            html.Button("Download CSV", id="savings-download-button", className="gw-button"),
+            html.Button(
+                "Download recommend CSV", id="savings-download-button", className="gw-button"
+            ),
             dcc.Download(id="savings-download"),
         ],
         className="gw-actions",

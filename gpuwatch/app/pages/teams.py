@@ -1,6 +1,6 @@
 """Teams & namespaces: who holds GPUs, how well they use them, and what it costs.
 
-A click on a team or namespace row narrows the page (and every other page) to it.
+Each team and namespace name is a link narrowing the page (and every other page) to it.
 """
 
 from __future__ import annotations
@@ -9,23 +9,11 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, State, dcc, html
+from dash import dcc, html
 
 from gpuwatch.analytics.totals import monthly_basis
-from gpuwatch.app.components import (
-    URL_ID,
-    data_table,
-    html_table,
-    money_column,
-    no_data,
-    no_match,
-    number_column,
-    records_of,
-    search_with,
-    section,
-    shell,
-    text_column,
-)
+from gpuwatch.app import grid
+from gpuwatch.app.components import html_table, no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.queues import queue_href
@@ -35,56 +23,32 @@ from gpuwatch.app.views_queues import submitted_queues
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
 
 MEASURES = [
-    number_column("allocated_gpu_hours"),
-    number_column("used_gpu_hours"),
-    number_column("efficiency_pct"),
-    number_column("idle_gpu_hours"),
-    money_column("allocated_cost_usd"),
-    money_column("idle_cost_usd"),
-    money_column("unused_cost_usd"),
-    money_column("est_monthly_savings_usd"),
+    grid.number_column("allocated_gpu_hours", total=True),
+    grid.number_column("used_gpu_hours", total=True),
+    grid.number_column("efficiency_pct"),
+    grid.number_column("idle_gpu_hours", total=True),
+    grid.money_column("allocated_cost_usd"),
+    grid.money_column("idle_cost_usd"),
+    grid.money_column("unused_cost_usd"),
+    grid.money_column("est_monthly_savings_usd"),
 ]
-_NUMBERS = [column["id"] for column in MEASURES]
+TEAM_COLUMNS = [grid.text_column("team", link=grid.HREF, pinned=True), *MEASURES]
+NAMESPACE_COLUMNS = [
+    grid.text_column("namespace", link=grid.HREF, pinned=True),
+    grid.text_column("cluster"),
+    *MEASURES,
+]
+grid.register("teams-table", "teams-namespaces")
 
 
-def records(frame: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
-    """Table rows: the keys as text, measures rounded, and an ``id`` the drill-down reads."""
-    out = frame[[*keys, *_NUMBERS]].copy()
-    for name in _NUMBERS:
-        out[name] = out[name].astype("float64").round(2)
-    rows = records_of(out.astype(object).where(out.notna(), None))
+def records(
+    frame: pd.DataFrame, keys: list[str], columns: list[grid.Column], f: Filters
+) -> list[dict[str, Any]]:
+    """Table rows; each row's ``href`` is this page narrowed to the row's keys."""
+    rows = grid.rows_for(records_of(frame), columns)
     for row in rows:
-        row["id"] = "\x1f".join(str(row[k]) for k in keys)
-        for k in keys:
-            row[k] = str(row[k])
+        row[grid.HREF] = f.with_(**{k: row[k] for k in keys}).href(PATH)
     return rows
-
-
-def drill_down(active_cell: dict[str, Any] | None, search: str | None, keys: list[str]) -> Any:
-    """A click on a row's key cell: the URL's query narrowed to that row."""
-    if not active_cell or active_cell.get("column_id") not in keys:
-        return dash.no_update
-    values = str(active_cell.get("row_id", "")).split("\x1f")
-    if len(values) != len(keys):
-        return dash.no_update
-    return search_with(search, dict(zip(keys, values, strict=True)))
-
-
-def open_team(active_cell: dict[str, Any] | None, search: str | None) -> Any:
-    return drill_down(active_cell, search, ["team"])
-
-
-def open_namespace(active_cell: dict[str, Any] | None, search: str | None) -> Any:
-    return drill_down(active_cell, search, ["cluster", "namespace"])
-
-
-for _table, _handler in (("teams-table", open_team), ("teams-namespaces", open_namespace)):
-    dash.callback(
-        Output(URL_ID, "search", allow_duplicate=True),
-        Input(_table, "active_cell"),
-        State(URL_ID, "search"),
-        prevent_initial_call=True,
-    )(_handler)
 
 
 def queue_links(f: Filters, cluster: str, queues: list[str]) -> html.Span:
@@ -123,16 +87,22 @@ def body(snap: Snapshot, f: Filters) -> list[Any]:
     return [
         section(
             "Teams",
-            data_table("teams-table", [text_column("team"), *MEASURES], records(teams, ["team"])),
+            grid.grid(
+                "teams-table",
+                TEAM_COLUMNS,
+                records(teams, ["team"], TEAM_COLUMNS, f),
+                grid.page_export("teams", "Teams", snap, f),
+            ),
             note="Click a team to narrow every view to it. Savings: the largest recommendation "
             f"per workload, {monthly_basis(data_hours(snap, f.window))}.",
         ),
         section(
             "Namespaces",
-            data_table(
+            grid.grid(
                 "teams-namespaces",
-                [text_column("cluster"), text_column("namespace"), *MEASURES],
-                records(namespaces, ["cluster", "namespace"]),
+                NAMESPACE_COLUMNS,
+                records(namespaces, ["cluster", "namespace"], NAMESPACE_COLUMNS, f),
+                grid.page_export("namespaces", "Namespaces", snap, f),
             ),
             note="Click a namespace to narrow every view to it.",
         ),

@@ -1,4 +1,4 @@
-"""Workloads: every workload that held GPUs in the window; a click opens its page."""
+"""Workloads: every workload that held GPUs in the window; each name links to its page."""
 
 from __future__ import annotations
 
@@ -6,22 +6,11 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, html
+from dash import html
 
 from gpuwatch.analytics.totals import monthly_basis
-from gpuwatch.app.components import (
-    URL_ID,
-    data_table,
-    money_column,
-    no_data,
-    no_match,
-    number_column,
-    records_of,
-    row_link,
-    section,
-    shell,
-    text_column,
-)
+from gpuwatch.app import grid
+from gpuwatch.app.components import no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.views import data_hours, options, workloads
@@ -29,21 +18,20 @@ from gpuwatch.app.views import data_hours, options, workloads
 PAGE, PATH, TITLE = "workloads", "/workloads", "Workloads"
 
 COLUMNS = [
-    text_column("workload"),
-    text_column("workload_kind"),
-    text_column("namespace"),
-    text_column("cluster"),
-    text_column("team"),
-    text_column("gpu_models"),
-    text_column("allocation"),
-    number_column("allocated_gpu_hours"),
-    number_column("efficiency_pct"),
-    money_column("allocated_cost_usd"),
-    money_column("idle_cost_usd"),
-    money_column("est_monthly_savings_usd"),
+    grid.text_column("workload", link=grid.HREF, pinned=True),
+    grid.text_column("workload_kind"),
+    grid.text_column("namespace"),
+    grid.text_column("cluster"),
+    grid.text_column("team"),
+    grid.text_column("gpu_models"),
+    grid.text_column("allocation"),
+    grid.number_column("allocated_gpu_hours", total=True),
+    grid.number_column("efficiency_pct"),
+    grid.money_column("allocated_cost_usd"),
+    grid.money_column("idle_cost_usd"),
+    grid.money_column("est_monthly_savings_usd"),
 ]
-_TEXT = ["workload", "workload_kind", "namespace", "cluster", "team", "gpu_models", "allocation"]
-_NUMBERS = [col["id"] for col in COLUMNS if col["id"] not in _TEXT]
+grid.register("workloads-table")
 
 
 def workload_href(f: Filters, row: dict[str, Any]) -> str:
@@ -57,28 +45,11 @@ def workload_href(f: Filters, row: dict[str, Any]) -> str:
 
 
 def records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
-    """Table rows; each row's ``id`` is the link to the workload's page."""
-    out = frame[_TEXT + _NUMBERS].copy()
-    for name in _NUMBERS:
-        out[name] = out[name].astype("float64").round(2)
-    rows = records_of(out.astype(object).where(out.notna(), None))
+    """Table rows; each row's ``href`` is the link to the workload's page."""
+    rows = grid.rows_for(records_of(frame[[col.key for col in COLUMNS]]), COLUMNS)
     for row in rows:
-        row["id"] = workload_href(f, row)
-        for name in _TEXT:
-            row[name] = "" if row[name] is None else str(row[name])
+        row[grid.HREF] = workload_href(f, row)
     return rows
-
-
-def open_row(active_cell: dict[str, Any] | None) -> Any:
-    """A click on a row: the workload's page (the row id is its link)."""
-    return row_link(active_cell, "/workload")
-
-
-dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
-    Input("workloads-table", "active_cell"),
-    prevent_initial_call=True,
-)(open_row)
 
 
 def layout(**query: Any) -> html.Div:
@@ -90,14 +61,11 @@ def layout(**query: Any) -> html.Div:
     if frame.empty:
         content: Any = no_match(PAGE, f, PATH)
     else:
-        table = data_table(
+        table = grid.grid(
             "workloads-table",
             COLUMNS,
             records(frame, f),
-            filter_action="native",
-            style_data_conditional=[
-                {"if": {"column_id": "workload"}, "color": "#2563eb", "cursor": "pointer"}
-            ],
+            grid.page_export("workloads", TITLE, snap, f),
         )
         content = section(
             f"{len(frame)} workloads",

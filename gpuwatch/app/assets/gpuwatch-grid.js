@@ -1,0 +1,62 @@
+/* The data tables' browser side (gpuwatch/app/grid.py): link cells, totals row, CSV button. */
+(function () {
+  "use strict";
+
+  function noUpdate() {
+    return window.dash_clientside.no_update;
+  }
+
+  /* The totals row over the rows that pass the filters: columns marked total summed. */
+  function totals(rows, columnDefs, options) {
+    var columns = columnDefs || [];
+    var summed = columns.filter(function (c) { return c.context && c.context.total; });
+    if (!rows || !summed.length) {
+      return noUpdate();
+    }
+    var row = {};
+    var pinned = columns.filter(function (c) { return c.pinned; });
+    var label = (pinned[0] || columns[0] || {}).field;
+    if (label) {
+      row[label] = "Total (" + rows.length + (rows.length === 1 ? " row)" : " rows)");
+    }
+    summed.forEach(function (c) {
+      var sum = 0;
+      rows.forEach(function (r) {
+        var v = r[c.field];
+        if (typeof v === "number" && isFinite(v)) {
+          sum += v;
+        }
+      });
+      row[c.field] = Math.round(sum * 100) / 100;
+    });
+    return Object.assign({}, options || {}, { pinnedBottomRowData: [row] });
+  }
+
+  function exportCsv(nClicks) {
+    return nClicks ? true : noUpdate();
+  }
+
+  window.dash_clientside = Object.assign({}, window.dash_clientside, {
+    gpuwatch: { totals: totals, exportCsv: exportCsv },
+  });
+
+  /* A cell whose row carries a link (cellRendererParams.hrefField): a Dash link, so the
+     page changes without a reload; the totals row and rows without one show plain text. */
+  function GwLink(props) {
+    var field = props.hrefField || "href";
+    var href = props.data && !props.node.rowPinned ? props.data[field] : null;
+    var text = props.value == null ? "" : String(props.value);
+    if (!href) {
+      return text;
+    }
+    return window.React.createElement(window.dash_core_components.Link, {
+      href: href,
+      children: text,
+      className: "gw-link",
+    });
+  }
+
+  window.dashAgGridComponentFunctions = Object.assign(
+    {}, window.dashAgGridComponentFunctions, { GwLink: GwLink }
+  );
+})();

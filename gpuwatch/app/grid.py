@@ -1,0 +1,253 @@
+"""The dashboard's data tables: AG Grid (``dash-ag-grid``), the same way on every page.
+
+Every table sorts and filters by column (the row of inputs under the headings), keeps its name
+column pinned on the left while the rest scrolls inside the card, shows a totals row over the
+rows that pass its filters (hours and dollars summed; ratios left blank, a sum of percentages
+means nothing), and exports what it shows as CSV: the rows that pass its filters, in its sort
+order, with a first line naming the page, the window and the filters. The file name carries
+the window and filters too.
+
+Numbers follow one format (:mod:`gpuwatch.app.format` for cards): dollars with two decimals in
+tables and their CSV, other figures with the digits their column states, never scientific
+notation. Values are rounded here, on the server, so the grid, its totals and the CSV hold
+the same figures. Links are real links (``dcc.Link``), drawn by the ``GwLink`` cell renderer
+of ``assets/gpuwatch-grid.js``; totals and the export button are client-side callbacks in the
+same file, so filtering a large table never sends its rows back to the server.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import dash
+from dash import ClientsideFunction, Input, Output, State, html
+from dash_ag_grid import AgGrid
+
+from gpuwatch.analytics.render import instant_text
+from gpuwatch.app import format as fmt
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.views import window_bounds
+
+Kind = Literal["text", "money", "number"]
+#: Rows per page of a table.
+PAGE_SIZE = 25
+#: The CSV export button of grid ``grid_id`` has the id ``f"{grid_id}{EXPORT_SUFFIX}"``.
+EXPORT_SUFFIX = "-export"
+#: Row field holding the link of a row's name cell (see :func:`text_column`).
+HREF = "href"
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its row key, heading, kind, digits, and whether the totals row sums it."""
+
+    key: str
+    title: str
+    kind: Kind = "text"
+    digits: int = 2
+    total: bool = False
+    #: Row field holding this cell's link (the cell is then a ``dcc.Link``).
+    link: str | None = None
+    pinned: bool = False
+    #: Free text that wraps (evidence), rather than one line cut with an ellipsis.
+    wrap: bool = False
+
+    def definition(self) -> dict[str, Any]:
+        """The AG Grid column definition."""
+        spec: dict[str, Any] = {"field": self.key, "headerName": self.title}
+        if self.kind == "text":
+            spec |= {"filter": "agTextColumnFilter"}
+        else:
+            spec |= {
+                "filter": "agNumberColumnFilter",
+                "type": "rightAligned",
+                "valueFormatter": {"function": number_format(self.kind, self.digits)},
+                "useValueFormatterForExport": False,
+                "context": {"total": self.total},
+            }
+        if self.link:
+            spec |= {"cellRenderer": "GwLink", "cellRendererParams": {"hrefField": self.link}}
+        if self.pinned:
+            spec |= {"pinned": "left", "lockPinned": True}
+        if self.wrap:
+            spec |= {"wrapText": True, "autoHeight": True, "minWidth": 360, "flex": 2}
+        return spec
+
+
+def number_format(kind: Kind, digits: int) -> str:
+    """The cell formatter (a dash-ag-grid function string): grouped, fixed point, blank for none."""
+    spec = f"$,.{digits}f" if kind == "money" else f",.{digits}f"
+    return f"params.value == null ? '' : d3.format('{spec}')(params.value)"
+
+
+def text_column(
+    key: str, title: str | None = None, *, link: str | None = None, pinned: bool = False
+) -> Column:
+    return Column(key, title or fmt.HEADINGS.get(key, key), link=link, pinned=pinned)
+
+
+def wrapped_column(key: str, title: str | None = None) -> Column:
+    return Column(key, title or fmt.HEADINGS.get(key, key), wrap=True)
+
+
+def money_column(key: str, title: str | None = None, *, total: bool = True) -> Column:
+    return Column(key, title or fmt.HEADINGS.get(key, key), "money", 2, total)
+
+
+def number_column(
+    key: str, title: str | None = None, digits: int = 1, *, total: bool = False
+) -> Column:
+    return Column(key, title or fmt.HEADINGS.get(key, key), "number", digits, total)
+
+
+def cell_number(value: Any, digits: int) -> float | None:
+    """A table number: rounded to its column's digits; ``None`` for missing or not finite."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number):
+        return None
+    return round(number, digits) + 0.0  # + 0.0: no "-0.00"
+
+
+def rows_for(
+    records: Iterable[Mapping[str, Any]], columns: Sequence[Column]
+) -> list[dict[str, Any]]:
+    """Grid rows: numbers rounded to their column's digits, text as text, other keys kept."""
+    out: list[dict[str, Any]] = []
+    for record in records:
+        row = dict(record)
+        for column in columns:
+            value = record.get(column.key)
+            if column.kind == "text":
+                row[column.key] = "" if value is None or _missing(value) else str(value)
+            else:
+                row[column.key] = cell_number(value, column.digits)
+        out.append(row)
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def export_file_name(table: str, window: str, filters: Mapping[str, str]) -> str:
+    """``gpuwatch-<table>-<window>[-<name>-<value>…].csv``, safe on every file system."""
+    parts = ["gpuwatch", table, window]
+    for name, value in filters.items():
+        parts += [name, value]
+    stem = "-".join(_FILE_UNSAFE.sub("_", part).strip("_") or "_" for part in parts)
+    return f"{stem}.csv"
+
+
+def export_comment(title: str, window_text: str, filters: Mapping[str, str]) -> str:
+    """The CSV's first line: what the table is, over which window, narrowed by what."""
+    narrowed = "; ".join(f"{name}={value}" for name, value in filters.items()) or "none"
+    line = f"# gpuwatch {title}; window {window_text}; filters: {narrowed}"
+    return line.replace("\r", " ").replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class Export:
+    """What a table's CSV says about itself: name, title, window and filters."""
+
+    table: str
+    title: str
+    window: str
+    window_text: str
+    filters: Mapping[str, str]
+
+    def params(self) -> dict[str, Any]:
+        """AG Grid's ``csvExportParams``: the file name and the comment line; no totals row."""
+        return {
+            "fileName": export_file_name(self.table, self.window, self.filters),
+            "prependContent": export_comment(self.title, self.window_text, self.filters),
+            "skipPinnedBottom": True,
+        }
+
+
+def page_export(table: str, title: str, snap: Snapshot, f: Filters) -> Export:
+    """The export facts of a table on a page under the filters ``f``."""
+    start_ts, end_ts = window_bounds(snap, f)
+    span = f"{f.window} ({instant_text(start_ts)} to {instant_text(end_ts)})"
+    narrowed = {k: v for k, v in f.query().items() if k != "window"}
+    return Export(table, title, f.window, span, narrowed)
+
+
+def grid(
+    grid_id: str,
+    columns: Sequence[Column],
+    rows: list[dict[str, Any]],
+    export: Export,
+    *,
+    cell_classes: Mapping[str, Mapping[str, str]] | None = None,
+    page_size: int = PAGE_SIZE,
+) -> html.Div:
+    """A table with its export button. ``cell_classes``: column → {class: condition}."""
+    definitions = [column.definition() for column in columns]
+    for spec in definitions:
+        rules = (cell_classes or {}).get(spec["field"])
+        if rules:
+            spec["cellClassRules"] = {name: {"function": rule} for name, rule in rules.items()}
+    table = AgGrid(
+        id=grid_id,
+        columnDefs=definitions,
+        rowData=rows,
+        defaultColDef={
+            "sortable": True,
+            "resizable": True,
+            "floatingFilter": True,
+            "minWidth": 90,
+            "suppressHeaderMenuButton": True,
+        },
+        dashGridOptions={
+            "domLayout": "autoHeight",
+            "pagination": len(rows) > page_size,
+            "paginationPageSize": page_size,
+            "paginationPageSizeSelector": False,
+            "enableCellTextSelection": True,
+            "ensureDomOrder": True,
+            "suppressColumnVirtualisation": True,
+            "tooltipShowDelay": 300,
+        },
+        columnSize="autoSize",
+        csvExportParams=export.params(),
+        className="gw-datagrid",
+        style={"width": "100%"},
+    )
+    button = html.Button(
+        "Export CSV",
+        id=f"{grid_id}{EXPORT_SUFFIX}",
+        className="gw-button gw-button-secondary",
+        title="The rows that pass the table's filters, in its order, as CSV",
+    )
+    return html.Div(
+        [html.Div(button, className="gw-grid-actions"), table], className="gw-table-box"
+    )
+
+
+def register(*grid_ids: str) -> None:
+    """The client-side callbacks of each grid: the totals row and the export button."""
+    for grid_id in grid_ids:
+        dash.clientside_callback(
+            ClientsideFunction("gpuwatch", "totals"),
+            Output(grid_id, "dashGridOptions"),
+            Input(grid_id, "virtualRowData"),
+            State(grid_id, "columnDefs"),
+            State(grid_id, "dashGridOptions"),
+            prevent_initial_call=True,
+        )
+        dash.clientside_callback(
+            ClientsideFunction("gpuwatch", "exportCsv"),
+            Output(grid_id, "exportDataAsCsv"),
+            Input(f"{grid_id}{EXPORT_SUFFIX}", "n_clicks"),
+            prevent_initial_call=True,
+        )

@@ -1,0 +1,107 @@
+"""The data tables in Chromium: filtering, the totals row, CSV export of what is shown, links."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+
+from gpuwatch.app.data import DashboardData, Filters
+from gpuwatch.app.views import breakdown
+from tests.browser.conftest import Served
+from tests.browser.test_browser_dashboard import downloaded, open_page, severe, wait
+
+pytestmark = [pytest.mark.browser]
+
+TEAM_HEADINGS = (
+    "Team", "Allocated (GPU·h)", "Used (GPU·h)", "Efficiency (%)", "Idle (GPU·h)",
+    "Allocated cost ($)", "Idle cost ($)", "Unused cost ($)", "Savings ($/month)",
+)  # fmt: skip
+#: Each team column's key and the digits the table shows it with.
+TEAM_DIGITS = (
+    ("allocated_gpu_hours", 1), ("used_gpu_hours", 1), ("efficiency_pct", 1),
+    ("idle_gpu_hours", 1), ("allocated_cost_usd", 2), ("idle_cost_usd", 2),
+    ("unused_cost_usd", 2), ("est_monthly_savings_usd", 2),
+)  # fmt: skip
+
+
+def _js_number(value: float) -> str:
+    """A number as JavaScript writes it (AG Grid's CSV): 4119 for 4119.0, 12.5 for 12.5."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _utc(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _totals(driver: Any, grid_id: str) -> dict[str, str]:
+    """The totals row's cells by column; empty while the grid is being drawn anew."""
+    cells = driver.find_elements(By.CSS_SELECTOR, f"#{grid_id} .ag-floating-bottom [col-id]")
+    try:
+        return {cell.get_attribute("col-id"): cell.text for cell in cells}
+    except StaleElementReferenceException:
+        return {}
+
+
+def _team_alone(teams: list[str]) -> str:
+    """A team whose name no other team's name contains (the filter matches by "contains")."""
+    return next(t for t in teams if not any(t in other for other in teams if other != t))
+
+
+def test_a_filtered_table_totals_and_exports_what_it_shows(
+    driver: Any, served: Served, clean_downloads: Path
+) -> None:
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    frame = breakdown(snap, Filters(window="3d"), ("team",))
+    team = _team_alone([str(t) for t in frame["team"]])
+    row = frame.loc[frame["team"].astype(str).eq(team)].iloc[0]
+    open_page(driver, served, "/teams?window=3d", "teams")
+    wait(driver).until(lambda d: _totals(d, "teams-table").get("team", "").startswith("Total ("))
+    assert _totals(driver, "teams-table")["team"] == f"Total ({len(frame)} rows)"
+    search = "#teams-table .ag-floating-filter[col-id='team'] input"
+    driver.find_element(By.CSS_SELECTOR, search).send_keys(team)
+    wait(driver).until(lambda d: _totals(d, "teams-table").get("team") == "Total (1 row)")
+    totals = _totals(driver, "teams-table")
+    assert totals["idle_cost_usd"] == f"${round(float(row['idle_cost_usd']), 2):,.2f}"
+    assert totals["idle_gpu_hours"] == f"{round(float(row['idle_gpu_hours']), 1):,.1f}"
+    assert totals["efficiency_pct"] == ""  # a ratio: no sum of percentages
+    driver.find_element(By.ID, "teams-table-export").click()
+    lines = downloaded(clean_downloads, "gpuwatch-teams-3d.csv").lstrip("\ufeff").splitlines()
+    start, end = snap.end_ts - 3 * 86_400, snap.end_ts
+    assert lines == [
+        f"# gpuwatch Teams; window 3d ({_utc(start)} to {_utc(end)}); filters: none",
+        ",".join(f'"{h}"' for h in TEAM_HEADINGS),
+        ",".join(
+            [f'"{team}"', *(f'"{_js_number(round(float(row[k]), n))}"' for k, n in TEAM_DIGITS)]
+        ),
+    ]  # the filtered rows only, numbers as numbers, no totals row
+    assert severe(driver) == []
+
+
+def test_a_filtered_page_names_its_filters_in_the_file(
+    driver: Any, served: Served, clean_downloads: Path
+) -> None:
+    open_page(driver, served, "/gpus?cluster=research-eu&window=24h", "gpus")
+    wait(driver).until(ec.element_to_be_clickable((By.ID, "gpus-nodes-export"))).click()
+    name = "gpuwatch-nodes-24h-cluster-research-eu.csv"
+    first = downloaded(clean_downloads, name).lstrip("\ufeff").splitlines()[0]
+    assert first.startswith("# gpuwatch Nodes; window 24h (")
+    assert first.endswith("; filters: cluster=research-eu")
+
+
+def test_a_name_is_a_link_that_changes_page_without_reloading(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/teams", "teams")
+    link = wait(driver).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "#teams-table a.gw-link"))
+    )
+    team = link.text
+    driver.execute_script("window.gwStillHere = true;")
+    link.click()
+    wait(driver).until(lambda d: f"team={team}" in d.current_url)
+    wait(driver).until(lambda d: _totals(d, "teams-table").get("team") == "Total (1 row)")
+    assert driver.execute_script("return window.gwStillHere === true;")
