@@ -23,9 +23,18 @@ from gpuwatch.alerts.render import (
     rule_params_from_settings,
 )
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import NO_DATA_HINT, card, empty_state, html_table, section, shell
+from gpuwatch.app.alert_links import subject_links
+from gpuwatch.app.components import (
+    NO_DATA_HINT,
+    card,
+    empty_state,
+    html_table,
+    records_of,
+    section,
+    shell,
+)
 from gpuwatch.app.context import page_context
-from gpuwatch.app.data import DashboardData, Snapshot
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views_store import AlertStates, alert_states, stored_alerts
 from gpuwatch.config import Settings
@@ -146,19 +155,31 @@ def _cell(name: str, value: Any) -> str:
     return fmt.text(value)
 
 
-def subjects_table(name: str, frame: pd.DataFrame) -> Any:
-    shown = frame.head(MAX_SUBJECTS)
-    shown = shown[[n for n in shown.columns if n not in ("pod_id", "alert")]]
-    columns = [(_HEADINGS.get(n, n), lambda r, n=n: _cell(n, r[n])) for n in shown.columns]
-    return html_table(f"alerts-{name}", columns, shown.astype(object).to_dict("records"))
+def subjects_table(name: str, frame: pd.DataFrame, snap: Snapshot) -> Any:
+    """The alert's subjects; nodes, GPUs and pods link to their pages (pods to their workload)."""
+    rows = records_of(frame.head(MAX_SUBJECTS).astype(object))
+    for row in rows:
+        row["_links"] = subject_links(snap, Filters(), row)
+    names = [n for n in frame.columns if n not in ("pod_id", "alert")]
+    columns = [(_HEADINGS.get(n, n), lambda r, n=n: _linked(n, r)) for n in names]
+    return html_table(f"alerts-{name}", columns, rows)
 
 
-def _alert_block(d: AlertDefinition, subjects: pd.DataFrame, note: str) -> tuple[Any, Any]:
+def _linked(name: str, row: dict[str, Any]) -> Any:
+    link = row["_links"].get(name)
+    if link is None:
+        return _cell(name, row[name])
+    return dcc.Link(link.text, href=link.href, className="gw-link")
+
+
+def _alert_block(
+    d: AlertDefinition, subjects: pd.DataFrame, note: str, snap: Snapshot
+) -> tuple[Any, Any]:
     firing = int(subjects["state"].eq("firing").sum())
     pending = len(subjects) - firing
     counts = f"{firing} firing, {pending} pending"
     details = html.Details(
-        [html.Summary(f"{d.name}: {counts}"), subjects_table(d.name, subjects)],
+        [html.Summary(f"{d.name}: {counts}"), subjects_table(d.name, subjects, snap)],
         className="gw-details",
         open=len(subjects) > 0,
     )
@@ -171,20 +192,27 @@ def _blocks(blocks: list[tuple[Any, Any]]) -> list[Any]:
     return [html.Div(cards, className="gw-cards", id="alerts-conditions"), *[d for _, d in blocks]]
 
 
-def stored_section(evaluations: tuple[Evaluation, ...] | list[Evaluation]) -> list[Any]:
+def stored_section(
+    evaluations: tuple[Evaluation, ...] | list[Evaluation], snap: Snapshot
+) -> list[Any]:
     return _blocks(
-        [_alert_block(e.definition, e.subjects, condition_text(e.definition)) for e in evaluations]
+        [
+            _alert_block(e.definition, e.subjects, condition_text(e.definition), snap)
+            for e in evaluations
+        ]
     )
 
 
-def live_section(live: LiveAlerts, definitions: tuple[AlertDefinition, ...]) -> list[Any]:
+def live_section(
+    live: LiveAlerts, definitions: tuple[AlertDefinition, ...], snap: Snapshot
+) -> list[Any]:
     blocks = []
     for d in definitions:
         if d.name not in live.loaded:
             continue
         subjects = live.alerts[live.alerts["alert"].eq(d.name)]
         shown = [n for n in subjects.columns if n in ("state", "value") or subjects[n].ne("").any()]
-        blocks.append(_alert_block(d, subjects[shown], condition_text(d)))
+        blocks.append(_alert_block(d, subjects[shown], condition_text(d), snap))
     return _blocks(blocks)
 
 
@@ -194,10 +222,10 @@ def prometheus_only(definitions: tuple[AlertDefinition, ...]) -> list[str]:
     return [d.name for d in definitions if d.name not in KINDS]
 
 
-def states_section(states: AlertStates) -> list[Any]:
+def states_section(states: AlertStates, snap: Snapshot) -> list[Any]:
     if states.live is not None:
-        return live_section(states.live, states.definitions)
-    return stored_section(states.stored)
+        return live_section(states.live, states.definitions, snap)
+    return stored_section(states.stored, snap)
 
 
 def body(data: DashboardData, snap: Snapshot) -> list[Any]:
@@ -238,7 +266,7 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
     if states.live is None and snap.empty:
         met: list[Any] = [empty_state(PAGE, "No GPU samples stored yet", NO_DATA_HINT)]
     else:
-        met = states_section(states)
+        met = states_section(states, snap)
     return [
         section("Alerts now", *met, note=note),
         section(

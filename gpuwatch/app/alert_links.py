@@ -1,0 +1,122 @@
+"""Where an alert's subject leads: its node's page, its GPU's page, its namespace's workloads,
+its pod's workload.
+
+An alert evaluated over the store names its GPU unit and pod by store id (``gpu_id``,
+``pod_id``) and its node with its cluster; one from Prometheus names them by label
+(``node``, ``namespace``, ``pod``, ``gpu`` the device index) and no cluster. A label is
+linked only where the store names exactly one thing by it: a node name on one cluster, a pod
+name in a namespace on one cluster. Nothing is guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.links import gpu_href
+from gpuwatch.app.views_gpu import unit_label
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _one(frame: pd.DataFrame) -> pd.Series | None:
+    return frame.iloc[0] if len(frame) == 1 else None
+
+
+def node_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
+    node = _text(row.get("node"))
+    if node is None:
+        return None
+    cluster = _text(row.get("cluster"))
+    if cluster is None:  # Prometheus names no cluster: the node's, if only one has it
+        clusters = snap.units.loc[snap.units["node"].astype(object).eq(node), "cluster"]
+        names = clusters.astype(object).unique()
+        if len(names) != 1:
+            return None
+        cluster = str(names[0])
+    return Link(node, f.with_(cluster=cluster).href("/node", name=node))
+
+
+def gpu_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
+    gpu_id = row.get("gpu_id")
+    if gpu_id is None or pd.isna(gpu_id):
+        return None
+    unit = _one(snap.units[snap.units["gpu_id"].eq(int(gpu_id))])
+    if unit is None:
+        return None
+    label = unit_label(
+        unit["gpu_uuid"], unit["mig_profile"], unit["slot"], unit["timeslice_replicas"]
+    )
+    return Link(label, gpu_href(f, snap, int(gpu_id)))
+
+
+_WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
+
+
+def _pod_workload(snap: Snapshot, row: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The pod's workload (cluster, namespace, kind, name): by store id, else by name where
+    every pod of that name in the namespace belongs to the same workload."""
+    pods = snap.pods
+    pod_id = row.get("pod_id")
+    if pod_id is not None and not pd.isna(pod_id):
+        same = pods["pod_id"].eq(int(pod_id))
+    else:
+        namespace, pod = _text(row.get("namespace")), _text(row.get("pod"))
+        if namespace is None or pod is None:
+            return None
+        same = pods["namespace"].astype(object).eq(namespace) & pods["pod"].astype(object).eq(pod)
+        cluster = _text(row.get("cluster"))
+        if cluster is not None:
+            same &= pods["cluster"].astype(object).eq(cluster)
+    owners = pods.loc[same.to_numpy(dtype=bool), _WORKLOAD].astype(object).drop_duplicates()
+    return tuple(map(str, owners.iloc[0])) if len(owners) == 1 else None
+
+
+def pod_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
+    """The pod, linked to its workload's page (the workload shows its pods and GPUs)."""
+    pod, owner = _text(row.get("pod")), _pod_workload(snap, row)
+    if pod is None or owner is None:
+        return None
+    cluster, namespace, kind, name = owner
+    href = f.href("/workload", cluster=cluster, namespace=namespace, kind=kind, name=name)
+    return Link(pod, href)
+
+
+def namespace_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
+    """The namespace, linked to the Workloads page narrowed to it (and its cluster)."""
+    namespace = _text(row.get("namespace"))
+    if namespace is None:
+        return None
+    cluster = _text(row.get("cluster"))
+    if cluster is None:  # Prometheus names no cluster: the namespace's, if only one has it
+        clusters = snap.pods.loc[snap.pods["namespace"].astype(object).eq(namespace), "cluster"]
+        names = clusters.astype(object).unique()
+        if len(names) != 1:
+            return None
+        cluster = str(names[0])
+    return Link(namespace, f.with_(cluster=cluster, namespace=namespace).href("/workloads"))
+
+
+#: The subject columns that link, and how.
+LINKS = {"node": node_link, "gpu_id": gpu_link, "namespace": namespace_link, "pod": pod_link}
+
+
+def subject_links(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> dict[str, Link]:
+    """The links of one alert subject's row, by column."""
+    found = {name: link(snap, f, row) for name, link in LINKS.items() if name in row}
+    return {name: link for name, link in found.items() if link is not None}
