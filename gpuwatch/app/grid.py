@@ -32,7 +32,7 @@ from gpuwatch.app import format as fmt
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.views import window_bounds
 
-Kind = Literal["text", "money", "number"]
+Kind = Literal["text", "money", "number", "time"]
 #: Rows per page of a table.
 PAGE_SIZE = 25
 #: The CSV export button of grid ``grid_id`` has the id ``f"{grid_id}{EXPORT_SUFFIX}"``.
@@ -60,7 +60,7 @@ class Column:
     def definition(self) -> dict[str, Any]:
         """The AG Grid column definition."""
         spec: dict[str, Any] = {"field": self.key, "headerName": self.title}
-        if self.kind == "text":
+        if self.kind in ("text", "time"):
             spec |= {"filter": "agTextColumnFilter"}
         else:
             spec |= {
@@ -89,6 +89,11 @@ def text_column(
     key: str, title: str | None = None, *, link: str | None = None, pinned: bool = False
 ) -> Column:
     return Column(key, title or fmt.HEADINGS.get(key, key), link=link, pinned=pinned)
+
+
+def time_column(key: str, title: str | None = None) -> Column:
+    """An instant (epoch seconds), shown and exported as ``2026-11-16 10:00 UTC``: sorts in time."""
+    return Column(key, title or fmt.HEADINGS.get(key, key), "time")
 
 
 def wrapped_column(key: str, title: str | None = None) -> Column:
@@ -129,6 +134,8 @@ def rows_for(
             value = record.get(column.key)
             if column.kind == "text":
                 row[column.key] = "" if value is None or _missing(value) else str(value)
+            elif column.kind == "time":
+                row[column.key] = "" if cell_number(value, 0) is None else fmt.when(value)
             else:
                 row[column.key] = cell_number(value, column.digits)
         out.append(row)
@@ -174,11 +181,14 @@ class Export:
         }
 
 
-def page_export(table: str, title: str, snap: Snapshot, f: Filters) -> Export:
-    """The export facts of a table on a page under the filters ``f``."""
+def page_export(
+    table: str, title: str, snap: Snapshot, f: Filters, subject: Mapping[str, str] | None = None
+) -> Export:
+    """The export facts of a table on a page under the filters ``f``; ``subject`` names what a
+    detail page is about (a workload's kind and name, a node, a GPU)."""
     start_ts, end_ts = window_bounds(snap, f)
     span = f"{f.window} ({instant_text(start_ts)} to {instant_text(end_ts)})"
-    narrowed = {k: v for k, v in f.query().items() if k != "window"}
+    narrowed = {k: v for k, v in f.query().items() if k != "window"} | dict(subject or {})
     return Export(table, title, f.window, span, narrowed)
 
 

@@ -202,7 +202,7 @@ def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) ->
     wait(driver).until(ec.presence_of_element_located((By.ID, "gpu-history")))
     assert "/gpu?uuid=GPU-" in driver.current_url
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
-    assert driver.find_elements(By.CSS_SELECTOR, "#gpu-holders tbody tr")
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-holders .ag-row"))
 
 
 def test_from_the_team_bar_to_one_gpu_by_clicking_only(driver: Any, served: Served) -> None:

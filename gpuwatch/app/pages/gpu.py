@@ -13,7 +13,8 @@ from dash import dcc, html
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
+from gpuwatch.app import grid
+from gpuwatch.app.components import breadcrumbs, card, empty_state, records_of, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
@@ -125,31 +126,33 @@ def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters)
     )
 
 
-def holders_table(history: pd.DataFrame, f: Filters) -> Any:
+HOLDER_COLUMNS = [
+    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("workload", link="workload_href"),
+    grid.text_column("namespace"),
+    grid.time_column("first_ts", "From"),
+    grid.time_column("last_ts", "To (last sample)"),
+    grid.number_column("hours", "Held (GPU·h)", total=True),
+    grid.number_column("util_pct", "Utilization (%)"),
+]
+grid.register("gpu-holders")
+
+
+def holders_table(history: pd.DataFrame, f: Filters, snap: Snapshot, uuid: str) -> Any:
     frame = holders(history)
     if frame.empty:
         return html.P("No pod held this GPU in this window.", className="gw-note")
-
-    def link(r: dict[str, Any]) -> Any:
-        href = f.href(
+    rows = grid.rows_for(records_of(frame), HOLDER_COLUMNS)
+    for row in rows:
+        row["workload_href"] = f.href(
             "/workload",
-            cluster=r["cluster"],
-            namespace=r["namespace"],
-            kind=r["workload_kind"],
-            name=r["workload"],
+            cluster=row["cluster"],
+            namespace=row["namespace"],
+            kind=row["workload_kind"],
+            name=row["workload"],
         )
-        return dcc.Link(fmt.text(r["workload"]), href=href, className="gw-link")
-
-    columns = [
-        ("Pod", lambda r: fmt.text(r["pod"])),
-        ("Workload", link),
-        ("Namespace", lambda r: fmt.text(r["namespace"])),
-        ("From", lambda r: fmt.when(r["first_ts"])),
-        ("To (last sample)", lambda r: fmt.when(r["last_ts"])),
-        ("Held", lambda r: fmt.gpu_hours(r["hours"])),
-        ("Utilization", lambda r: fmt.pct(r["util_pct"])),
-    ]
-    return html_table("gpu-holders", columns, frame.to_dict("records"))
+    export = grid.page_export("gpu-holders", f"Pods that held {uuid}", snap, f, {"gpu": uuid})
+    return grid.grid("gpu-holders", HOLDER_COLUMNS, rows, export)
 
 
 def unknown_text(query: dict[str, Any]) -> str:
@@ -194,7 +197,7 @@ def layout(**query: Any) -> html.Div:
         ),
         section(
             "Pods that held it",
-            holders_table(history, f),
+            holders_table(history, f, snap, str(unit["gpu_uuid"])),
             note="From and to are the hour where only roll-ups are kept.",
         ),
     ]

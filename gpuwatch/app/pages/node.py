@@ -12,7 +12,8 @@ import pandas as pd
 from dash import dcc, html
 
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
+from gpuwatch.app import grid
+from gpuwatch.app.components import breadcrumbs, card, empty_state, records_of, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
@@ -86,24 +87,36 @@ def cards(facts: pd.Series) -> html.Div:
     )
 
 
+GPU_COLUMNS = [
+    grid.text_column("unit", "GPU", link=grid.HREF, pinned=True),
+    grid.number_column("util_pct", "Utilization (%)"),
+    grid.number_column("held_gpu_hours", "Held (GPU·h)", total=True),
+    grid.number_column("temp_c_max", "Peak temperature (°C)", 0),
+    grid.number_column("power_w_max", "Peak hourly power (W)", 0),
+    grid.number_column("memory_peak_pct", "Peak memory (%)"),
+    grid.number_column("xid_hours", "Hours with XID", 0, total=True),
+    grid.number_column("coverage_pct", "Coverage (%)"),
+]
+POD_COLUMNS = [
+    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("workload", link="workload_href"),
+    grid.text_column("namespace"),
+    grid.number_column("gpu_count", "GPUs", 0),
+    grid.text_column("gpu_resource", "GPU resource"),
+    grid.time_column("started_ts", "Started"),
+    grid.time_column("finished_ts", "Finished"),
+]
+grid.register("node-gpus", "node-pods")
+
+
 def gpus_section(snap: Snapshot, f: Filters, node: tuple[str, str], temperature_c: float) -> Any:
     frame = gpu_table(snap, Filters(cluster=node[0], window=f.window), temperature_c, node)
-    columns = [
-        (
-            "GPU",
-            lambda r: dcc.Link(
-                fmt.text(r["unit"]), href=gpu_href(f, snap, int(r["gpu_id"])), className="gw-link"
-            ),
-        ),
-        ("Utilization", lambda r: fmt.pct(r["util_pct"])),
-        ("Held", lambda r: fmt.gpu_hours(r["held_gpu_hours"])),
-        ("Peak temperature", lambda r: fmt.with_unit(r["temp_c_max"], "°C")),
-        ("Peak hourly power", lambda r: fmt.with_unit(r["power_w_max"], "W")),
-        ("Peak memory", lambda r: fmt.pct(r["memory_peak_pct"])),
-        ("Hours with XID", lambda r: fmt.number(r["xid_hours"])),
-        ("Coverage", lambda r: fmt.ratio_pct(r["coverage_ratio"])),
-    ]
-    return html_table("node-gpus", columns, frame.to_dict("records"))
+    frame = frame.assign(coverage_pct=100.0 * frame["coverage_ratio"])
+    rows = grid.rows_for(records_of(frame), GPU_COLUMNS)
+    for row, gpu_id in zip(rows, frame["gpu_id"], strict=True):
+        row[grid.HREF] = gpu_href(f, snap, int(gpu_id))
+    export = grid.page_export("node-gpus", f"GPUs of node {node[1]}", snap, f, {"node": node[1]})
+    return grid.grid("node-gpus", GPU_COLUMNS, rows, export)
 
 
 def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
@@ -113,26 +126,17 @@ def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
     pods = pods[alive.astype(bool)].sort_values("created_ts", ascending=False).head(200)
     if pods.empty:
         return html.P("No pod ran on this node in this window.", className="gw-note")
-
-    def link(r: dict[str, Any]) -> Any:
-        href = f.href(
+    rows = grid.rows_for(records_of(pods), POD_COLUMNS)
+    for row in rows:
+        row["workload_href"] = f.href(
             "/workload",
-            cluster=r["cluster"],
-            namespace=r["namespace"],
-            kind=r["workload_kind"],
-            name=r["workload"],
+            cluster=node[0],
+            namespace=row["namespace"],
+            kind=row["workload_kind"],
+            name=row["workload"],
         )
-        return dcc.Link(fmt.text(r["workload"]), href=href, className="gw-link")
-
-    columns = [
-        ("Pod", lambda r: fmt.text(r["pod"])),
-        ("Workload", link),
-        ("Namespace", lambda r: fmt.text(r["namespace"])),
-        ("GPUs", lambda r: f"{fmt.number(r['gpu_count'])} × {fmt.text(r['gpu_resource'])}"),
-        ("Started", lambda r: fmt.when(r["started_ts"])),
-        ("Finished", lambda r: fmt.when(r["finished_ts"])),
-    ]
-    return html_table("node-pods", columns, pods.astype(object).to_dict("records"))
+    export = grid.page_export("node-pods", f"Pods on node {node[1]}", snap, f, {"node": node[1]})
+    return grid.grid("node-pods", POD_COLUMNS, rows, export)
 
 
 def node_trail(f: Filters, cluster: str) -> list[tuple[str, str]]:

@@ -26,7 +26,16 @@ from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import quantile_key
 from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import breadcrumbs, card, empty_state, html_table, section, shell
+from gpuwatch.app import grid
+from gpuwatch.app.components import (
+    breadcrumbs,
+    card,
+    empty_state,
+    html_table,
+    records_of,
+    section,
+    shell,
+)
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.efficiency_panel import efficiency_section
@@ -104,39 +113,50 @@ def cards(snap: Snapshot, f: Filters, key: WorkloadKey) -> html.Div:
     )
 
 
+GPU_COLUMNS = [
+    grid.text_column("unit", "GPU", link=grid.HREF, pinned=True),
+    grid.text_column("node"),
+    grid.text_column("gpu_model"),
+    grid.number_column("allocated_gpu_hours", "Held (GPU·h)", total=True),
+    grid.number_column("util_pct", "Utilization (%)"),
+    grid.number_column("fb_used_mib_max", "Peak memory (MiB)", 0),
+    grid.money_column("allocated_cost_usd", "Cost ($)"),
+    grid.time_column("last_bucket_ts", "Last held"),
+]
+POD_COLUMNS = [
+    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("node"),
+    grid.text_column("phase", "Phase"),
+    grid.number_column("gpu_count", "GPUs", 0),
+    grid.text_column("gpu_resource", "GPU resource"),
+    grid.text_column("team"),
+    grid.time_column("created_ts", "Created"),
+    grid.time_column("started_ts", "Started"),
+    grid.time_column("finished_ts", "Finished"),
+]
+grid.register("workload-gpus", "workload-pods")
+
+
+def _subject(key: WorkloadKey) -> dict[str, str]:
+    return {"kind": key.kind, "workload": key.name}
+
+
 def gpus_table(snap: Snapshot, f: Filters, key: WorkloadKey) -> Any:
     frame = workload_gpus(snap, f, key)
-    columns = [
-        (
-            "GPU",
-            lambda r: dcc.Link(
-                fmt.text(r["unit"]), href=gpu_href(f, snap, int(r["gpu_id"])), className="gw-link"
-            ),
-        ),
-        ("Node", lambda r: fmt.text(r["node"])),
-        ("GPU model", lambda r: fmt.text(r["gpu_model"])),
-        ("Held", lambda r: fmt.gpu_hours(r["allocated_gpu_hours"])),
-        ("Utilization", lambda r: fmt.pct(r["util_pct"])),
-        ("Peak memory", lambda r: fmt.with_unit(r["fb_used_mib_max"], "MiB")),
-        ("Cost", lambda r: fmt.usd(r["allocated_cost_usd"])),
-        ("Last held", lambda r: fmt.when(r["last_bucket_ts"])),
-    ]
-    return html_table("workload-gpus", columns, frame.to_dict("records"))
+    rows = grid.rows_for(records_of(frame), GPU_COLUMNS)
+    for row, gpu_id in zip(rows, frame["gpu_id"], strict=True):
+        row[grid.HREF] = gpu_href(f, snap, int(gpu_id))
+    title = f"GPUs held by {key.kind} {key.name}"
+    export = grid.page_export("workload-gpus", title, snap, f, _subject(key))
+    return grid.grid("workload-gpus", GPU_COLUMNS, rows, export)
 
 
-def pods_table(snap: Snapshot, key: WorkloadKey) -> Any:
+def pods_table(snap: Snapshot, f: Filters, key: WorkloadKey) -> Any:
     frame = workload_pods(snap, key).head(200)
-    columns = [
-        ("Pod", lambda r: fmt.text(r["pod"])),
-        ("Node", lambda r: fmt.text(r["node"])),
-        ("Phase", lambda r: fmt.text(r["phase"])),
-        ("GPUs", lambda r: f"{fmt.number(r['gpu_count'])} × {fmt.text(r['gpu_resource'])}"),
-        ("Team", lambda r: fmt.text(r["team"])),
-        ("Created", lambda r: fmt.when(r["created_ts"])),
-        ("Started", lambda r: fmt.when(r["started_ts"])),
-        ("Finished", lambda r: fmt.when(r["finished_ts"])),
-    ]
-    return html_table("workload-pods", columns, frame.astype(object).to_dict("records"))
+    rows = grid.rows_for(records_of(frame), POD_COLUMNS)
+    title = f"Pods of {key.kind} {key.name}"
+    export = grid.page_export("workload-pods", title, snap, f, _subject(key))
+    return grid.grid("workload-pods", POD_COLUMNS, rows, export)
 
 
 def more_evidence(evidence: object, shown: tuple[str, ...]) -> html.Details:
@@ -273,7 +293,7 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
             className="gw-grid-2",
         ),
         section("GPUs held", gpus_table(snap, f, key), note="Open a GPU for its full history."),
-        section("Pods", pods_table(snap, key), note="As last seen in the Kubernetes API."),
+        section("Pods", pods_table(snap, f, key), note="As last seen in the Kubernetes API."),
     ]
 
 
