@@ -29,6 +29,7 @@ from gpuwatch.config.sections import (
     PrometheusSettings,
     RecommendationPolicy,
     SchedulingSettings,
+    ShowbackSettings,
     StorageSettings,
     TeamLabels,
     Thresholds,
@@ -50,6 +51,7 @@ __all__ = [
     "RecommendationPolicy",
     "SchedulingSettings",
     "Settings",
+    "ShowbackSettings",
     "StorageSettings",
     "TeamLabels",
     "Thresholds",
@@ -97,6 +99,7 @@ class Settings(BaseSettings):
     health: HealthSettings = Field(default_factory=HealthSettings)
     scheduling: SchedulingSettings = Field(default_factory=SchedulingSettings)
     pricing: PricingSettings = Field(default_factory=PricingSettings)
+    showback: ShowbackSettings = Field(default_factory=ShowbackSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     recommendations: RecommendationPolicy = Field(default_factory=RecommendationPolicy)
     storage: StorageSettings = Field(default_factory=StorageSettings)

@@ -263,6 +263,13 @@ class PricingSettings(_Section):
     nodes: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 
+class ShowbackSettings(_Section):
+    """How costs are shown back to teams (docs/cost-model.md#showback)."""
+
+    #: Spread each cluster's unallocated cost over its teams by their allocated cost.
+    spread_unallocated: bool = False
+
+
 class AlertSettings(_Section):
     """The rendered PrometheusRule: its metadata and the alert-only thresholds."""
 

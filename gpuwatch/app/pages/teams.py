@@ -11,6 +11,7 @@ import dash
 import pandas as pd
 from dash import dcc, html
 
+from gpuwatch.analytics.showback import SHARE_USD, SHOWBACK_USD
 from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import grid
 from gpuwatch.app.components import html_table, no_data, no_match, records_of, section, shell
@@ -19,6 +20,7 @@ from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.queues import queue_href
 from gpuwatch.app.views import breakdown, data_hours, options
 from gpuwatch.app.views_queues import submitted_queues
+from gpuwatch.app.views_showback import team_showback
 
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
 
@@ -33,6 +35,13 @@ MEASURES = [
     grid.money_column("est_monthly_savings_usd"),
 ]
 TEAM_COLUMNS = [grid.text_column("team", link=grid.HREF, pinned=True), *MEASURES]
+#: With ``showback.spread_unallocated``: each team's share of the unallocated cost, and its
+#: allocated cost plus that share (docs/cost-model.md#showback).
+SHOWBACK_COLUMNS = [
+    *TEAM_COLUMNS,
+    grid.money_column(SHARE_USD, "Unallocated share ($)"),
+    grid.money_column(SHOWBACK_USD, "Allocated + share ($)"),
+]
 NAMESPACE_COLUMNS = [
     grid.text_column("namespace", link=grid.HREF, pinned=True),
     grid.text_column("cluster"),
@@ -81,21 +90,36 @@ def queues_section(snap: Snapshot, f: Filters) -> list[Any]:
     return [section("Queues", table, note=note, key="teams-queues-section")]
 
 
-def body(snap: Snapshot, f: Filters) -> list[Any]:
-    teams = breakdown(snap, f, ("team",))
+def teams_section(snap: Snapshot, f: Filters, spread: bool) -> Any:
+    """The teams table; with ``spread``, each team's share of the unallocated cost too."""
+    teams = team_showback(snap, f) if spread else breakdown(snap, f, ("team",))
+    columns = SHOWBACK_COLUMNS if spread else TEAM_COLUMNS
+    note = (
+        "Click a team to narrow every view to it. Savings: the largest recommendation per "
+        f"workload, {monthly_basis(data_hours(snap, f.window))}."
+    )
+    if spread:
+        note += (
+            " Unallocated share: each cluster's unallocated cost spread over its teams by "
+            "their allocated cost there (showback.spread_unallocated), whatever team or "
+            "namespace the page is narrowed to."
+        )
+    return section(
+        "Teams",
+        grid.grid(
+            "teams-table",
+            columns,
+            records(teams, ["team"], columns, f),
+            grid.page_export("teams", "Teams", snap, f),
+        ),
+        note=note,
+    )
+
+
+def body(snap: Snapshot, f: Filters, spread: bool = False) -> list[Any]:
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
     return [
-        section(
-            "Teams",
-            grid.grid(
-                "teams-table",
-                TEAM_COLUMNS,
-                records(teams, ["team"], TEAM_COLUMNS, f),
-                grid.page_export("teams", "Teams", snap, f),
-            ),
-            note="Click a team to narrow every view to it. Savings: the largest recommendation "
-            f"per workload, {monthly_basis(data_hours(snap, f.window))}.",
-        ),
+        teams_section(snap, f, spread),
         section(
             "Namespaces",
             grid.grid(
@@ -116,13 +140,14 @@ def layout(**query: Any) -> html.Div:
     if snap.empty:
         return no_data(PAGE, PATH, TITLE, f, snap)
     teams = breakdown(snap, f, ("team",))
-    content: Any = body(snap, f) if len(teams) else no_match(PAGE, f, PATH)
+    spread = ctx.source.settings.showback.spread_unallocated
+    content: Any = body(snap, f, spread) if len(teams) else no_match(PAGE, f, PATH)
     return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
     if not snap.empty:
-        body(snap, Filters())
+        body(snap, Filters(), data.settings.showback.spread_unallocated)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
