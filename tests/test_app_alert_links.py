@@ -1,5 +1,5 @@
-"""An alert's subject links to its node, its GPU (by UUID) and its pod's workload; a label the
-store does not name exactly one thing by stays text."""
+"""An alert's subject links to its node, its GPU (by UUID), its namespace and its pod; a label
+the store does not name exactly one thing by stays text."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_stored_subject_links_node_gpu_and_pod_by_id() -> None:
     assert links == {
         "node": Link("n1", "/node?name=n1&cluster=east"),
         "gpu_id": Link("GPU-5f0c1a2b", f"/gpu?uuid={UUID}"),
-        "pod": Link("train-0", "/workload?cluster=east&namespace=ml&kind=Job&name=train"),
+        "pod": Link("train-0", "/pod?name=train-0&cluster=east&namespace=ml"),
     }
     links = _links({"cluster": "west", "namespace": "ml"})  # a namespace's alert
     assert links == {"namespace": Link("ml", "/workloads?cluster=west&namespace=ml")}
@@ -65,11 +65,11 @@ def test_a_mig_instance_links_to_its_instance() -> None:
 
 def test_prometheus_labels_link_only_what_one_thing_has() -> None:
     links = _links({"node": "n1", "namespace": "ml", "pod": "train-0", "gpu": "0"})
-    assert links == {  # both train-0 pods belong to the same Job; ml is on two clusters
+    assert links == {  # both train-0 pods ran on east; ml is a namespace on two clusters
         "node": Link("n1", "/node?name=n1&cluster=east"),
-        "pod": Link("train-0", "/workload?cluster=east&namespace=ml&kind=Job&name=train"),
+        "pod": Link("train-0", "/pod?name=train-0&cluster=east&namespace=ml"),
     }
-    # "shared" is a node name on two clusters, web-0 a pod name of two workloads: no guess
+    # "shared" is a node name on two clusters, web-0 a pod name on two: no guess
     assert _links({"node": "shared", "namespace": "ml", "pod": "web-0"}) == {}
     assert _links({"namespace": "batch"}) == {}  # no pod of the store ran there
 

@@ -1,11 +1,11 @@
 """Where an alert's subject leads: its node's page, its GPU's page, its namespace's workloads,
-its pod's workload.
+its pod's page.
 
 An alert evaluated over the store names its GPU unit and pod by store id (``gpu_id``,
 ``pod_id``) and its node with its cluster; one from Prometheus names them by label
 (``node``, ``namespace``, ``pod``, ``gpu`` the device index) and no cluster. A label is
-linked only where the store names exactly one thing by it: a node name on one cluster, a pod
-name in a namespace on one cluster. Nothing is guessed.
+linked only where the store names exactly one thing by it: a node or namespace name on one
+cluster, a pod name in a namespace on one cluster. Nothing is guessed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pandas as pd
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.views_gpu import unit_label
+from gpuwatch.app.views_pod import pod_href
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,9 @@ def gpu_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
     return Link(label, gpu_href(f, snap, int(gpu_id)))
 
 
-_WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
-
-
-def _pod_workload(snap: Snapshot, row: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """The pod's workload (cluster, namespace, kind, name): by store id, else by name where
-    every pod of that name in the namespace belongs to the same workload."""
+def _pod_place(snap: Snapshot, row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The cluster and namespace of the pod a row names: by store id, else the one cluster
+    where a pod of that name ran in that namespace."""
     pods = snap.pods
     pod_id = row.get("pod_id")
     if pod_id is not None and not pd.isna(pod_id):
@@ -83,18 +81,17 @@ def _pod_workload(snap: Snapshot, row: Mapping[str, Any]) -> tuple[str, ...] | N
         cluster = _text(row.get("cluster"))
         if cluster is not None:
             same &= pods["cluster"].astype(object).eq(cluster)
-    owners = pods.loc[same.to_numpy(dtype=bool), _WORKLOAD].astype(object).drop_duplicates()
-    return tuple(map(str, owners.iloc[0])) if len(owners) == 1 else None
+    places = pods.loc[same.to_numpy(dtype=bool), ["cluster", "namespace"]].astype(object)
+    found = places.drop_duplicates()
+    return (str(found.iloc[0, 0]), str(found.iloc[0, 1])) if len(found) == 1 else None
 
 
 def pod_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
-    """The pod, linked to its workload's page (the workload shows its pods and GPUs)."""
-    pod, owner = _text(row.get("pod")), _pod_workload(snap, row)
-    if pod is None or owner is None:
+    """The pod, linked to its Pod page."""
+    pod, place = _text(row.get("pod")), _pod_place(snap, row)
+    if pod is None or place is None:
         return None
-    cluster, namespace, kind, name = owner
-    href = f.href("/workload", cluster=cluster, namespace=namespace, kind=kind, name=name)
-    return Link(pod, href)
+    return Link(pod, pod_href(f, place[0], place[1], pod))
 
 
 def namespace_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:

@@ -29,6 +29,7 @@ PAGE_MODULES = (
     "gpuwatch.app.pages.gpus",
     "gpuwatch.app.pages.node",
     "gpuwatch.app.pages.gpu",
+    "gpuwatch.app.pages.pod",
     "gpuwatch.app.pages.savings",
     "gpuwatch.app.pages.reports",
     "gpuwatch.app.pages.alerts",

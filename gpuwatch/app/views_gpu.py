@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -173,6 +174,12 @@ def node_table(snap: Snapshot, f: Filters) -> pd.DataFrame:
     return snap.memo(("node_table", f), compute)
 
 
+class HeldBy(Protocol):
+    """Who held GPUs (a workload, a pod): hashable, and picks its rows of a frame."""
+
+    def matches(self, frame: pd.DataFrame) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class WorkloadKey:
     cluster: str
@@ -188,7 +195,7 @@ class WorkloadKey:
         return mask
 
 
-def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+def workload_rows(snap: Snapshot, f: Filters, key: HeldBy) -> pd.DataFrame:
     """The workload's hourly rows in the window with their sums (other filters do not apply).
 
     Columns: ``bucket_ts`` (the hour), ``gpu_id``, ``pod_id``, ``gpu_model``,
@@ -217,7 +224,7 @@ def workload_rows(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
     return snap.memo(("workload_rows", f.window, key), compute)
 
 
-def workload_series(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+def workload_series(snap: Snapshot, f: Filters, key: HeldBy) -> pd.DataFrame:
     """Per hour and GPU unit the workload held: its utilization % and peak memory (MiB)."""
     rows = workload_rows(snap, f, key)
     g = rows.groupby(["bucket_ts", "gpu_id"])
@@ -271,7 +278,7 @@ def workload_distributions(
     return snap.memo(("workload_distributions", f.window, key), compute)
 
 
-def workload_gpus(snap: Snapshot, f: Filters, key: WorkloadKey) -> pd.DataFrame:
+def workload_gpus(snap: Snapshot, f: Filters, key: HeldBy) -> pd.DataFrame:
     """The GPU units the workload held in the window, with its hours and use of each."""
     rows = workload_rows(snap, f, key)
     g = rows.groupby("gpu_id")

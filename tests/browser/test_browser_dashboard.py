@@ -52,13 +52,15 @@ WORKLOAD_PAGE = (
 
 
 def detail_pages(served: Served) -> list[tuple[str, str]]:
-    """A node's, a GPU's (by UUID) and a workload's page of the served fleet."""
+    """A node's, a GPU's (by UUID), a workload's and a pod's page of the served fleet."""
     snap = DashboardData(served.engine, served.settings, background=False).current()
     unit = snap.units.iloc[0]
+    pod = snap.pods[snap.pods["pod_id"].isin(set(snap.hourly["pod_id"].astype(int)))].iloc[0]
     return [
         (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
         (f"/gpu?uuid={unit['gpu_uuid']}", "gpu"),
         WORKLOAD_PAGE,
+        (f"/pod?cluster={pod['cluster']}&namespace={pod['namespace']}&name={pod['pod']}", "pod"),
     ]
 
 
@@ -203,6 +205,24 @@ def test_drill_down_from_workload_to_gpu_history(driver: Any, served: Served) ->
     assert "/gpu?uuid=GPU-" in driver.current_url
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-holders .ag-row"))
+
+
+def test_from_a_workload_to_its_pod_and_the_pods_gpu(driver: Any, served: Served) -> None:
+    open_page(driver, served, WORKLOAD_PAGE[0], "workload")
+    pod = wait(driver).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "#workload-pods a.gw-link"))
+    )
+    name = pod.text
+    pod.click()
+    wait(driver).until(ec.presence_of_element_located((By.ID, "pod-body")))
+    assert f"name={name}" in driver.current_url and "/pod?" in driver.current_url
+    assert driver.find_element(By.TAG_NAME, "h1").text == f"Pod {name}"
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#pod-phases .main-svg"))
+    gpu = wait(driver).until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#pod-gpus a.gw-link")))
+    gpu.click()
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gpu-history .main-svg"))
+    assert "/gpu?uuid=GPU-" in driver.current_url
+    assert severe(driver) == []
 
 
 def test_from_the_team_bar_to_one_gpu_by_clicking_only(driver: Any, served: Served) -> None:

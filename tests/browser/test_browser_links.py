@@ -1,4 +1,5 @@
-"""Links all the way down, in Chromium: from an alert's subject to its GPU, node and workload."""
+"""Links all the way down, in Chromium: from an alert's subject to its GPU, node, namespace
+and pod."""
 
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ def _first_link(driver: Any, href_start: str) -> Any:
 
 @pytest.mark.parametrize(
     ("href_start", "landed"),
-    [("/gpu?uuid=GPU-", "gpu-history"), ("/node?", "node-body"), ("/workload?", "workload-body")],
+    [
+        ("/gpu?uuid=GPU-", "gpu-history"),
+        ("/node?", "node-body"),
+        ("/workloads?", "workloads-body"),
+        ("/pod?", "pod-body"),
+    ],
 )
-def test_an_alert_subject_opens_its_gpu_node_and_workload(
+def test_an_alert_subject_opens_its_gpu_node_namespace_and_pod(
     driver: Any, served: Served, href_start: str, landed: str
 ) -> None:
     open_page(driver, served, "/alerts", "alerts")

@@ -22,6 +22,7 @@ from gpuwatch.app.links import find_unit
 from gpuwatch.app.pages.gpus import node_href
 from gpuwatch.app.pages.node import node_trail
 from gpuwatch.app.views_gpu import unit_label
+from gpuwatch.app.views_pod import pod_href
 from gpuwatch.app.views_store import gpu_history
 from gpuwatch.domain.durations import HOUR_S
 
@@ -127,7 +128,7 @@ def cards(unit: pd.Series, history: pd.DataFrame, idle_ratio: float, f: Filters)
 
 
 HOLDER_COLUMNS = [
-    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("pod", "Pod", link=grid.HREF, pinned=True),
     grid.text_column("workload", link="workload_href"),
     grid.text_column("namespace"),
     grid.time_column("first_ts", "From"),
@@ -144,6 +145,7 @@ def holders_table(history: pd.DataFrame, f: Filters, snap: Snapshot, uuid: str) 
         return html.P("No pod held this GPU in this window.", className="gw-note")
     rows = grid.rows_for(records_of(frame), HOLDER_COLUMNS)
     for row in rows:
+        row[grid.HREF] = pod_href(f, row["cluster"], row["namespace"], row["pod"])
         row["workload_href"] = f.href(
             "/workload",
             cluster=row["cluster"],

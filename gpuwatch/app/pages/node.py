@@ -20,6 +20,7 @@ from gpuwatch.app.figures import heatmap_figure
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.views import window_bounds
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
+from gpuwatch.app.views_pod import pod_href
 
 PAGE, PATH, TITLE = "node", "/node", "Node"
 
@@ -98,7 +99,7 @@ GPU_COLUMNS = [
     grid.number_column("coverage_pct", "Coverage (%)"),
 ]
 POD_COLUMNS = [
-    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("pod", "Pod", link=grid.HREF, pinned=True),
     grid.text_column("workload", link="workload_href"),
     grid.text_column("namespace"),
     grid.number_column("gpu_count", "GPUs", 0),
@@ -128,6 +129,7 @@ def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
         return html.P("No pod ran on this node in this window.", className="gw-note")
     rows = grid.rows_for(records_of(pods), POD_COLUMNS)
     for row in rows:
+        row[grid.HREF] = pod_href(f, node[0], row["namespace"], row["pod"])
         row["workload_href"] = f.href(
             "/workload",
             cluster=node[0],

@@ -62,6 +62,7 @@ from gpuwatch.app.views_gpu import (
     workload_series,
 )
 from gpuwatch.app.views_health import efficiency_view
+from gpuwatch.app.views_pod import pod_href
 
 PAGE, PATH, TITLE = "workload", "/workload", "Workload"
 QUANTILE_COLOR = "#1e293b"
@@ -124,7 +125,7 @@ GPU_COLUMNS = [
     grid.time_column("last_bucket_ts", "Last held"),
 ]
 POD_COLUMNS = [
-    grid.text_column("pod", "Pod", pinned=True),
+    grid.text_column("pod", "Pod", link=grid.HREF, pinned=True),
     grid.text_column("node"),
     grid.text_column("phase", "Phase"),
     grid.number_column("gpu_count", "GPUs", 0),
@@ -154,6 +155,8 @@ def gpus_table(snap: Snapshot, f: Filters, key: WorkloadKey) -> Any:
 def pods_table(snap: Snapshot, f: Filters, key: WorkloadKey) -> Any:
     frame = workload_pods(snap, key).head(200)
     rows = grid.rows_for(records_of(frame), POD_COLUMNS)
+    for row in rows:
+        row[grid.HREF] = pod_href(f, key.cluster, key.namespace, row["pod"])
     title = f"Pods of {key.kind} {key.name}"
     export = grid.page_export("workload-pods", title, snap, f, _subject(key))
     return grid.grid("workload-pods", POD_COLUMNS, rows, export)
