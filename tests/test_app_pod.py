@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from dash import Dash
 
-from gpuwatch.app.data import DashboardData, Filters
+from gpuwatch.app.data import Filters
 from gpuwatch.app.figures_pod import phase_figure, phase_segments
-from gpuwatch.app.server import create_app, data_source
+from gpuwatch.app.server import data_source
 from gpuwatch.app.views import workloads
 from gpuwatch.app.views_pod import PodKey, pod_cost, pod_records
-from gpuwatch.cli.commands_demo import build_demo_database
-from gpuwatch.config import Settings
 from gpuwatch.domain.frames import NO_POD
-from gpuwatch.store.engine import make_engine
+from tests.support.dash_app import demo_app
 from tests.test_app_pages import by_id
 
 NOW_TS = 1_794_823_200
@@ -62,15 +59,8 @@ def test_nothing_before_the_end_of_the_data_is_nothing_drawn() -> None:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
-    path = Path(tmp_path_factory.mktemp("pod")) / "fleet.db"
-    build_demo_database(path, days=2, step_s=3600, seed=5, now_ts=NOW_TS)
-    engine = make_engine(f"sqlite:///{path}")
-    settings = Settings()
-    data = DashboardData(engine, settings, background=False)
-    dash_app = create_app(engine, settings, data=data, warm=False)
-    with dash_app.server.app_context():
+    with demo_app(tmp_path_factory.mktemp("pod"), seed=5) as dash_app:
         yield dash_app
-    engine.dispose()
 
 
 def test_a_workloads_pods_cost_what_the_workload_costs(app: Dash) -> None:

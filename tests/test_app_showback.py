@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from dash import Dash
 
-from gpuwatch.app.data import DashboardData, Filters
-from gpuwatch.app.server import create_app, data_source
+from gpuwatch.app.data import Filters
+from gpuwatch.app.server import data_source
 from gpuwatch.app.views_showback import team_showback
-from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
-from gpuwatch.store.engine import make_engine
+from tests.support.dash_app import demo_app
 from tests.test_app_pages import by_id
 
 NOW_TS = 1_794_823_200
@@ -24,15 +22,12 @@ NOW_TS = 1_794_823_200
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dash]:
-    path = Path(tmp_path_factory.mktemp("showback")) / "fleet.db"
-    build_demo_database(path, days=2, step_s=3600, seed=11, now_ts=NOW_TS)
-    engine = make_engine(f"sqlite:///{path}")
-    settings = Settings(showback={"spread_unallocated": True})
-    data = DashboardData(engine, settings, background=False)
-    dash_app = create_app(engine, settings, data=data, warm=False)
-    with dash_app.server.app_context():
+    with demo_app(
+        tmp_path_factory.mktemp("showback"),
+        Settings(showback={"spread_unallocated": True}),
+        seed=11,
+    ) as dash_app:
         yield dash_app
-    engine.dispose()
 
 
 def _teams_grid(layout: Any) -> dict[str, Any]:

@@ -39,17 +39,21 @@ def _one(frame: pd.DataFrame) -> pd.Series | None:
     return frame.iloc[0] if len(frame) == 1 else None
 
 
+def _only_cluster(frame: pd.DataFrame, column: str, value: str) -> str | None:
+    """The cluster of the rows whose ``column`` is ``value``, if they all are on one (Prometheus
+    names no cluster); None for none or several."""
+    clusters = frame.loc[frame[column].astype(object).eq(value), "cluster"].astype(object)
+    names = clusters.unique()
+    return str(names[0]) if len(names) == 1 else None
+
+
 def node_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link | None:
     node = _text(row.get("node"))
     if node is None:
         return None
-    cluster = _text(row.get("cluster"))
-    if cluster is None:  # Prometheus names no cluster: the node's, if only one has it
-        clusters = snap.units.loc[snap.units["node"].astype(object).eq(node), "cluster"]
-        names = clusters.astype(object).unique()
-        if len(names) != 1:
-            return None
-        cluster = str(names[0])
+    cluster = _text(row.get("cluster")) or _only_cluster(snap.units, "node", node)
+    if cluster is None:
+        return None
     return Link(node, f.with_(cluster=cluster).href("/node", name=node))
 
 
@@ -99,13 +103,9 @@ def namespace_link(snap: Snapshot, f: Filters, row: Mapping[str, Any]) -> Link |
     namespace = _text(row.get("namespace"))
     if namespace is None:
         return None
-    cluster = _text(row.get("cluster"))
-    if cluster is None:  # Prometheus names no cluster: the namespace's, if only one has it
-        clusters = snap.pods.loc[snap.pods["namespace"].astype(object).eq(namespace), "cluster"]
-        names = clusters.astype(object).unique()
-        if len(names) != 1:
-            return None
-        cluster = str(names[0])
+    cluster = _text(row.get("cluster")) or _only_cluster(snap.pods, "namespace", namespace)
+    if cluster is None:
+        return None
     return Link(namespace, f.with_(cluster=cluster, namespace=namespace).href("/workloads"))
 
 

@@ -18,6 +18,7 @@ from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
 from gpuwatch.app.links import gpu_href
+from gpuwatch.app.pages.gpus import HEALTH_COLUMNS, health_alerts
 from gpuwatch.app.views import window_bounds
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 from gpuwatch.app.views_pod import pod_href
@@ -88,16 +89,8 @@ def cards(facts: pd.Series) -> html.Div:
     )
 
 
-GPU_COLUMNS = [
-    grid.text_column("unit", "GPU", link=grid.HREF, pinned=True),
-    grid.number_column("util_pct", "Utilization (%)"),
-    grid.number_column("held_gpu_hours", "Held (GPU·h)", total=True),
-    grid.number_column("temp_c_max", "Peak temperature (°C)", 0),
-    grid.number_column("power_w_max", "Peak hourly power (W)", 0),
-    grid.number_column("memory_peak_pct", "Peak memory (%)"),
-    grid.number_column("xid_hours", "Hours with XID", 0, total=True),
-    grid.number_column("coverage_pct", "Coverage (%)"),
-]
+#: The GPUs & nodes page's health columns, but the node's own.
+GPU_COLUMNS = [column for column in HEALTH_COLUMNS if column.key != "node"]
 POD_COLUMNS = [
     grid.text_column("pod", "Pod", link=grid.HREF, pinned=True),
     grid.text_column("workload", link="workload_href"),
@@ -117,7 +110,8 @@ def gpus_section(snap: Snapshot, f: Filters, node: tuple[str, str], temperature_
     for row, gpu_id in zip(rows, frame["gpu_id"], strict=True):
         row[grid.HREF] = gpu_href(f, snap, int(gpu_id))
     export = grid.page_export("node-gpus", f"GPUs of node {node[1]}", snap, f, {"node": node[1]})
-    return grid.grid("node-gpus", GPU_COLUMNS, rows, export)
+    alerts = health_alerts(temperature_c, snap.policy.memory_full_pct)
+    return grid.grid("node-gpus", GPU_COLUMNS, rows, export, cell_classes=alerts)
 
 
 def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
