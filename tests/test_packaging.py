@@ -58,7 +58,10 @@ def test_wheel_ships_migrations_and_data(wheel: Path) -> None:
     assert any(n.startswith("gpuwatch/migrations/versions/0001_") for n in names)
     assert "gpuwatch/py.typed" in names
     assert "gpuwatch/data/gpu_prices.csv" in names
-    assert "gpuwatch/app/assets/gpuwatch.css" in names
+    assets = Path(__file__).resolve().parents[1] / "gpuwatch" / "app" / "assets"
+    shipped = {f"gpuwatch/app/assets/{p.name}" for p in assets.iterdir() if p.is_file()}
+    assert "gpuwatch/app/assets/gpuwatch-grid.js" in shipped
+    assert shipped <= names  # every style sheet and script the dashboard serves
 
 
 def test_db_upgrade_works_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
