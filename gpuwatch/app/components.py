@@ -167,6 +167,48 @@ def header(
     return html.Div(parts, className="gw-header")
 
 
+#: The filter bar's choice list of each filter, and what the filter names.
+CHOICES = {
+    "cluster": ("clusters", "cluster"),
+    "team": ("teams", "team"),
+    "namespace": ("namespaces", "namespace"),
+    "model": ("models", "GPU model"),
+    "allocation": ("allocations", "allocation"),
+}
+
+
+def unknown_filters(f: Filters, opts: Options) -> list[tuple[str, str]]:
+    """The filters whose value is none of the store's choices (a shared link from before a
+    rename, a typo): (filter, value) in the filter bar's order."""
+    found = []
+    for name, (choices, _) in CHOICES.items():
+        value = getattr(f, name)
+        if value is not None and value not in getattr(opts, choices):
+            found.append((name, value))
+    return found
+
+
+def stale_filters(page: str, path: str, f: Filters, opts: Options) -> html.Div | None:
+    """A notice naming each filter of the link that matches nothing, with a link without it:
+    the page never drops a filter silently, nor shows nothing without saying why."""
+    unknown = unknown_filters(f, opts)
+    if not unknown:
+        return None
+    items = []
+    for name, value in unknown:
+        noun = CHOICES[name][1]
+        where = " for the chosen cluster and team" if name == "namespace" else ""
+        drop = dcc.Link("show without it", href=f.with_(**{name: None}).href(path),
+                        className="gw-link")  # fmt: skip
+        items.append(html.Li([f"No {noun} “{value}” in this store{where}: ", drop]))
+    return html.Div(
+        [html.Strong("This link filters on what the store does not hold."), html.Ul(items)],
+        className="gw-notice",
+        id=f"{page}-stale-filters",
+        role="status",
+    )
+
+
 def shell(
     page: str,
     path: str,
@@ -189,6 +231,9 @@ def shell(
     main.append(header(title, snap, f, note, window=filters))
     if filters and snap is not None and not snap.empty:
         main.append(filter_bar(f, opts))
+        notice = None if opts is None else stale_filters(page, path, f, opts)
+        if notice is not None:
+            main.append(notice)
     main.append(html.Div(body, className="gw-body", id=f"{page}-body"))
     # Landmarks: the navigation, then everything of the page in <main>.
     children = [navigation(path, f), html.Main(main, className="gw-main")]
