@@ -7,10 +7,11 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import dcc, html
+from dash import html
 
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import html_table, no_data, section, shell
+from gpuwatch.app import grid
+from gpuwatch.app.components import html_table, no_data, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.gpus import node_href
@@ -95,26 +96,33 @@ def _gap_text(row: dict[str, Any]) -> str:
     return f"{count} ({total} in all, longest {longest})"
 
 
+NODE_COLUMNS = [
+    grid.text_column("node", link=grid.HREF, pinned=True),
+    grid.text_column("cluster"),
+    grid.number_column("gpu_units", "GPU units", 0, total=True),
+    grid.number_column("coverage_pct", "Coverage (%)"),
+    grid.text_column("util_signal", "Utilization signal"),
+    grid.number_column("unattributed", "GPUs without pod attribution", 0, total=True),
+    grid.text_column("gaps_text", "Exporter gaps"),
+    grid.time_column("last_ts", "Last sample"),
+]
+grid.register("health-nodes")
+
+
 def nodes_table(snap: Snapshot, f: Filters) -> Any:
     frame = health_by_node(snap, f)
-    columns = [
-        (
-            "Node",
-            lambda r: dcc.Link(
-                fmt.text(r["node"]) or "(unknown node)",
-                className="gw-link",
-                href=node_href(f, r["cluster"], r["node"]),
-            ),
-        ),
-        ("Cluster", lambda r: fmt.text(r["cluster"])),
-        ("GPU units", lambda r: fmt.number(r["gpu_units"])),
-        ("Coverage", lambda r: fmt.ratio_pct(r["coverage_ratio"])),
-        ("Utilization signal", lambda r: r["util_signal"]),
-        ("GPUs without pod attribution", lambda r: fmt.number(r["unattributed"])),
-        ("Exporter gaps", _gap_text),
-        ("Last sample", lambda r: fmt.when(r["last_ts"])),
-    ]
-    return html_table("health-nodes", columns, frame.astype(object).to_dict("records"))
+    records = records_of(frame.astype(object))
+    for record in records:
+        record["coverage_pct"] = (
+            None if pd.isna(record["coverage_ratio"]) else (100.0 * float(record["coverage_ratio"]))
+        )
+        record["gaps_text"] = _gap_text(record)
+    rows = grid.rows_for(records, NODE_COLUMNS)
+    for row in rows:
+        row["node"] = row["node"] or "(unknown node)"
+        row[grid.HREF] = node_href(f, row["cluster"], row["node"])
+    export = grid.page_export("health-nodes", "Data health per node", snap, f)
+    return grid.grid("health-nodes", NODE_COLUMNS, rows, export)
 
 
 def claims_section(snap: Snapshot, f: Filters) -> Any:

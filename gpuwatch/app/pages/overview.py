@@ -10,18 +10,20 @@ from dash import Input, Output, State, dcc, html
 
 from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.components import (
     URL_ID,
     card,
-    html_table,
     no_data,
     no_match,
+    records_of,
     section,
     shell,
 )
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
+from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
 from gpuwatch.app.views_queues import SchedulingTotals, scheduling_totals
 from gpuwatch.domain.scheduling import SchedulingPolicy
@@ -96,33 +98,29 @@ def scheduling_cards(t: SchedulingTotals, f: Filters) -> list[html.Div]:
     ]
 
 
-def _workload_link(f: Filters, row: dict[str, Any]) -> dcc.Link:
-    href = f.href(
-        "/workload",
-        cluster=row["cluster"],
-        namespace=row["namespace"],
-        kind=row["workload_kind"],
-        name=row["workload"],
-    )
-    return dcc.Link(str(row["workload"]), href=href, className="gw-link")
+TOP_COLUMNS = [
+    grid.text_column("workload", link=grid.HREF, pinned=True),
+    grid.text_column("workload_kind"),
+    grid.text_column("namespace"),
+    grid.text_column("cluster"),
+    grid.text_column("team"),
+    grid.money_column("idle_cost_usd"),
+    grid.number_column("efficiency_pct"),
+    grid.money_column("est_monthly_savings_usd"),
+]
+grid.register("overview-top-workloads")
 
 
-def top_workloads_table(snap: Snapshot, f: Filters) -> html.Table | html.P:
+def top_workloads_table(snap: Snapshot, f: Filters) -> Any:
     frame = workloads(snap, f)
     frame = frame[frame["idle_cost_usd"] > 0].head(TOP_WORKLOADS)
     if frame.empty:
         return html.P("No workload sat idle on its GPUs in this window.", className="gw-note")
-    columns = [
-        ("Workload", lambda r: _workload_link(f, r)),
-        ("Kind", lambda r: fmt.text(r["workload_kind"])),
-        ("Namespace", lambda r: fmt.text(r["namespace"])),
-        ("Cluster", lambda r: fmt.text(r["cluster"])),
-        ("Team", lambda r: fmt.text(r["team"])),
-        ("Idle cost", lambda r: fmt.usd(r["idle_cost_usd"])),
-        ("Efficiency", lambda r: fmt.pct(r["efficiency_pct"])),
-        ("Savings", lambda r: fmt.usd_month(r["est_monthly_savings_usd"] or None)),
-    ]
-    return html_table("overview-top-workloads", columns, frame.to_dict("records"))
+    rows = grid.rows_for(records_of(frame), TOP_COLUMNS)
+    for row in rows:
+        row[grid.HREF] = workload_href(f, row)
+    export = grid.page_export("top-workloads", "Top wasting workloads", snap, f)
+    return grid.grid("overview-top-workloads", TOP_COLUMNS, rows, export)
 
 
 def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) -> list[Any]:
