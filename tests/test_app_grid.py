@@ -95,6 +95,9 @@ def test_export_params_name_the_file_and_leave_the_totals_row_out() -> None:
         "fileName": "gpuwatch-nodes-3d-cluster-c1.csv",
         "prependContent": "# gpuwatch Nodes; window 3d (s to e); filters: cluster=c1",
         "skipPinnedBottom": True,
+        "processCellCallback": {
+            "function": 'gwNeutralise(params.value, ["=", "+", "-", "@", "\\t", "\\r"])'
+        },
     }
 
 

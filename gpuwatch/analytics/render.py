@@ -27,7 +27,8 @@ _CAPS = (None, None, None, 16, 16, None)
 _MIN_WORKLOAD = 20
 _GAP = "  "
 _INSTANT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: What a text cell may not start with in a CSV a spreadsheet opens (formula injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _plain(value: Any) -> Any:
@@ -174,7 +175,7 @@ def _wrapped(line: str) -> str:
 
 def neutralise(text: str) -> str:
     """A text cell made safe for spreadsheets: a leading ``=+-@``, tab or CR gets a ``'``."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def render_csv(frame: pd.DataFrame) -> str:

@@ -17,6 +17,7 @@ same file, so filtering a large table never sends its rows back to the server.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +28,7 @@ import dash
 from dash import ClientsideFunction, Input, Output, State, html
 from dash_ag_grid import AgGrid
 
-from gpuwatch.analytics.render import instant_text
+from gpuwatch.analytics.render import FORMULA_START, instant_text
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.views import window_bounds
@@ -162,6 +163,12 @@ def export_comment(title: str, window_text: str, filters: Mapping[str, str]) -> 
     return line.replace("\r", " ").replace("\n", " ")
 
 
+#: The export's cell hook (a dash-ag-grid function string; ``gwNeutralise`` is in
+#: ``assets/gpuwatch-grid.js``): a text cell starting like a formula gets a ``'``, as
+#: :func:`gpuwatch.analytics.render.neutralise` does for the command line's CSVs.
+NEUTRALISE = f"gwNeutralise(params.value, {json.dumps(list(FORMULA_START))})"
+
+
 @dataclass(frozen=True)
 class Export:
     """What a table's CSV says about itself: name, title, window and filters."""
@@ -178,6 +185,7 @@ class Export:
             "fileName": export_file_name(self.table, self.window, self.filters),
             "prependContent": export_comment(self.title, self.window_text, self.filters),
             "skipPinnedBottom": True,
+            "processCellCallback": {"function": NEUTRALISE},
         }
 
 

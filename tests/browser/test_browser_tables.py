@@ -105,3 +105,25 @@ def test_a_name_is_a_link_that_changes_page_without_reloading(driver: Any, serve
     wait(driver).until(lambda d: f"team={team}" in d.current_url)
     wait(driver).until(lambda d: _totals(d, "teams-table").get("team") == "Total (1 row)")
     assert driver.execute_script("return window.gwStillHere === true;")
+
+
+def test_an_exported_name_that_looks_like_a_formula_is_neutralised(
+    driver: Any, served: Served, clean_downloads: Path
+) -> None:
+    """A cell starting with = + - @ gets a ' in the file, as the CLI's CSVs do."""
+    open_page(driver, served, "/teams?window=3d", "teams")
+    wait(driver).until(lambda d: _totals(d, "teams-table").get("team", "").startswith("Total ("))
+    driver.execute_script(
+        "dash_ag_grid.getApi('teams-table').applyTransaction({add: ["
+        "{team: '=HYPERLINK(1)', idle_cost_usd: -2.5}, {team: '@SUM(1)', idle_cost_usd: 1}]});"
+    )
+    search = "#teams-table .ag-floating-filter[col-id='team'] input"
+    driver.find_element(By.CSS_SELECTOR, search).send_keys("(1)")
+    wait(driver).until(lambda d: _totals(d, "teams-table").get("team") == "Total (2 rows)")
+    driver.find_element(By.ID, "teams-table-export").click()
+    lines = downloaded(clean_downloads, "gpuwatch-teams-3d.csv").lstrip("\ufeff").splitlines()
+    rows = {line.split(",")[0]: line.split(",")[6] for line in lines[2:]}
+    assert rows == {  # text neutralised; a negative number stays a number
+        '"\'=HYPERLINK(1)"': '"-2.5"',
+        '"\'@SUM(1)"': '"1"',
+    }

@@ -56,6 +56,19 @@
     });
   }
 
+  /* An exported text cell that starts like a formula (one of ``starts``, from the server:
+     gpuwatch.analytics.render.FORMULA_START) gets a ' in front; numbers stay as they are. */
+  function gwNeutralise(value, starts) {
+    if (typeof value !== "string" || !value) {
+      return value;
+    }
+    return starts.indexOf(value.charAt(0)) >= 0 ? "'" + value : value;
+  }
+
+  window.dashAgGridFunctions = Object.assign(
+    {}, window.dashAgGridFunctions, { gwNeutralise: gwNeutralise }
+  );
+
   window.dashAgGridComponentFunctions = Object.assign(
     {}, window.dashAgGridComponentFunctions, { GwLink: GwLink }
   );
