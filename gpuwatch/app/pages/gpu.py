@@ -21,6 +21,7 @@ from gpuwatch.app.figures import gpu_history_figure
 from gpuwatch.app.links import find_unit
 from gpuwatch.app.pages.gpus import node_href
 from gpuwatch.app.pages.node import node_trail
+from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views_gpu import unit_label
 from gpuwatch.app.views_pod import pod_href
 from gpuwatch.app.views_store import gpu_history
@@ -146,13 +147,7 @@ def holders_table(history: pd.DataFrame, f: Filters, snap: Snapshot, uuid: str) 
     rows = grid.rows_for(records_of(frame), HOLDER_COLUMNS)
     for row in rows:
         row[grid.HREF] = pod_href(f, row["cluster"], row["namespace"], row["pod"])
-        row["workload_href"] = f.href(
-            "/workload",
-            cluster=row["cluster"],
-            namespace=row["namespace"],
-            kind=row["workload_kind"],
-            name=row["workload"],
-        )
+        row["workload_href"] = workload_href(f, row)
     export = grid.page_export("gpu-holders", f"Pods that held {uuid}", snap, f, {"gpu": uuid})
     return grid.grid("gpu-holders", HOLDER_COLUMNS, rows, export)
 

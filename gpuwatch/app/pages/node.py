@@ -19,6 +19,7 @@ from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.pages.gpus import HEALTH_COLUMNS, health_alerts
+from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views import window_bounds
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 from gpuwatch.app.views_pod import pod_href
@@ -124,13 +125,7 @@ def pods_section(snap: Snapshot, f: Filters, node: tuple[str, str]) -> Any:
     rows = grid.rows_for(records_of(pods), POD_COLUMNS)
     for row in rows:
         row[grid.HREF] = pod_href(f, node[0], row["namespace"], row["pod"])
-        row["workload_href"] = f.href(
-            "/workload",
-            cluster=node[0],
-            namespace=row["namespace"],
-            kind=row["workload_kind"],
-            name=row["workload"],
-        )
+        row["workload_href"] = workload_href(f, row)
     export = grid.page_export("node-pods", f"Pods on node {node[1]}", snap, f, {"node": node[1]})
     return grid.grid("node-pods", POD_COLUMNS, rows, export)
 
