@@ -44,7 +44,7 @@ def test_the_teams_table_shows_each_teams_share(app: Dash) -> None:
             row["allocated_cost_usd"] + row["unallocated_share_usd"], abs=0.011
         )
     assert sum(row["unallocated_share_usd"] for row in grid["rowData"]) > 0
-    without = teams.body(data_source().data.current(), Filters(window="24h"), False)
+    without = teams.body(data_source().data.current(), Filters(window="24h"))
     plain = [spec["field"] for spec in _teams_grid(without)["columnDefs"]]
     assert "unallocated_share_usd" not in plain  # off: the table as before
 

@@ -15,7 +15,8 @@ from datetime import timedelta
 from typing import Literal
 
 from gpuwatch.alerts.params import RuleParams
-from gpuwatch.domain.durations import HOUR_S, MINUTE_S, format_duration
+from gpuwatch.analytics.budgets import OVER_BUDGET_PCT, RUN_RATE_DAYS
+from gpuwatch.domain.durations import DAY_S, HOUR_S, MINUTE_S, format_duration
 
 Severity = Literal["critical", "warning", "info"]
 
@@ -98,6 +99,8 @@ FELL_OFF_BUS = Timing(window_s=HOUR_S, for_s=5 * MINUTE_S)
 GANG_STALLED = Timing()
 CAPACITY_FRAGMENTED = Timing(for_s=30 * MINUTE_S)
 QUOTA_IDLE_WHILE_PENDING = Timing(for_s=30 * MINUTE_S)
+#: docs/cost-model.md#budgets: the run rate reads the last 7 days; an hour over budget fires.
+TEAM_BUDGET_FORECAST = Timing(window_s=RUN_RATE_DAYS * DAY_S, for_s=HOUR_S)
 #: The XID NVIDIA's catalogue names "GPU has fallen off the bus".
 FELL_OFF_BUS_XID = 79
 
@@ -140,6 +143,8 @@ class AlertTable:
     mig_instance_idle: AlertDefinition
     row_remap_failure: AlertDefinition
     uncorrectable_remapped_rows: AlertDefinition
+    #: A team's month-end forecast ÷ its monthly budget above this ratio.
+    team_budget_forecast: AlertDefinition
     #: An XID of :data:`gpuwatch.domain.health.FAILING_XIDS` in the window (threshold unused).
     xid_hardware_error: AlertDefinition
     #: Uncorrectable ECC errors in the window above this.
@@ -203,6 +208,12 @@ def alert_table(params: RuleParams) -> AlertTable:
         ),
         **_health(params),
         **_scheduling(params),
+        team_budget_forecast=AlertDefinition(
+            "GPUTeamBudgetForecastExceeded",
+            "warning",
+            OVER_BUDGET_PCT / 100,
+            TEAM_BUDGET_FORECAST,
+        ),
     )
 
 

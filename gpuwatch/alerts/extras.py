@@ -13,6 +13,7 @@ from gpuwatch.alerts.recording import (
     UNCORRECTABLE_ROWS,
     UTIL,
 )
+from gpuwatch.alerts.recording_budgets import TEAM_BUDGET, TEAM_FORECAST
 from gpuwatch.alerts.recording_scheduling import KSM_GPU_RESOURCES as GPU_RESOURCES
 from gpuwatch.alerts.rules import GPU_TEXT, HOLDER_TEXT, Alert, pct, ratio_pct
 
@@ -95,6 +96,24 @@ def mig_instance_idle(params: RuleParams, d: AlertDefinition) -> Alert:
     )
 
 
+def team_budget_forecast(params: RuleParams, d: AlertDefinition) -> Alert:
+    """A team's month-end forecast above its budget (docs/cost-model.md#budgets)."""
+    budget = TEAM_BUDGET if d.threshold == 1 else f"({TEAM_BUDGET} * {promql.number(d.threshold)})"
+    lookup = (
+        f'{{{{ with printf "{TEAM_BUDGET}{{team=%q}}" $labels.team | query }}}}'
+        '{{ . | first | value | printf "%.2f" }}{{ end }}'
+    )
+    return Alert(
+        d,
+        f"{TEAM_FORECAST} > on (team) {budget}",
+        "Team {{ $labels.team }} is forecast to spend more on GPUs this month than its budget.",
+        "Team {{ $labels.team }} is forecast to spend about "
+        '${{ printf "%.2f" $value }} on GPUs this month, above its monthly budget of '
+        f"${lookup}: its allocated cost since the first of the month plus the last "
+        f"{d.timing.window_s // 86400} days' cost per hour for the hours left (on-demand prices).",
+    )
+
+
 def extra_alerts(params: RuleParams, table: AlertTable | None = None) -> list[Alert]:
     """The alerts beyond the core six, in a stable order."""
     t = table or alert_table(params)
@@ -104,4 +123,5 @@ def extra_alerts(params: RuleParams, table: AlertTable | None = None) -> list[Al
         mig_instance_idle(params, t.mig_instance_idle),
         row_remap_failure(params, t.row_remap_failure),
         uncorrectable_remapped_rows(params, t.uncorrectable_remapped_rows),
+        team_budget_forecast(params, t.team_budget_forecast),
     ]

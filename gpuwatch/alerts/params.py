@@ -53,6 +53,10 @@ class RuleParams:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     #: When a gang counts as stalled (configuration section ``scheduling``).
     scheduling: SchedulingPolicy = field(default_factory=SchedulingPolicy)
+    #: The Kubernetes label naming a pod's or namespace's team (``labels.team``).
+    team_label: str = "team"
+    #: (team, $ per month) of ``showback.monthly_budget_usd``, sorted by team.
+    monthly_budget_usd: tuple[tuple[str, float], ...] = ()
 
     @property
     def idle_ratio(self) -> float:
@@ -109,4 +113,6 @@ def rule_params_from_settings(settings: Settings) -> RuleParams:
         default_usd_per_gpu_hour=settings.pricing.default_usd_per_gpu_hour,
         health=settings.health.policy(),
         scheduling=settings.scheduling.policy(),
+        team_label=settings.labels.team,
+        monthly_budget_usd=tuple(sorted(settings.showback.monthly_budget_usd.items())),
     )

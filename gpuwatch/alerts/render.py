@@ -19,6 +19,7 @@ from gpuwatch.alerts.params import (
     rule_params_from_settings,
 )
 from gpuwatch.alerts.recording import recording_rules
+from gpuwatch.alerts.recording_budgets import budget_records
 from gpuwatch.alerts.recording_scheduling import scheduling_records
 from gpuwatch.alerts.rules import Alert, core_alerts
 from gpuwatch.alerts.scheduling import scheduling_alerts
@@ -74,6 +75,7 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     """The rule group: recording rules first, then the alerts that read them."""
     records = [{"record": r.record, "expr": r.expr} for r in recording_rules(params)]
     records += [{"record": name, "expr": expr} for name, expr in scheduling_records(params)]
+    records += [{"record": name, "expr": expr} for name, expr in budget_records(params)]
     table = alert_table(params)
     every = (
         *core_alerts(params, table),

@@ -33,12 +33,12 @@ from gpuwatch.collectors.kube_nodes import (
 from gpuwatch.collectors.kube_nodes import labels_of as _labels
 from gpuwatch.collectors.sched_state import SchedState
 from gpuwatch.domain.allocation import DRA
+from gpuwatch.domain.labels import UNASSIGNED_TEAM
 
 JsonObject = Mapping[str, Any]
 #: ``(namespace, name)`` of a ReplicaSet or Job → its controller ownerReference (None: no owner).
 OwnerIndex = Mapping[tuple[str, str], JsonObject | None]
 
-UNASSIGNED_TEAM = "unassigned"
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 

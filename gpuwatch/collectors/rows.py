@@ -13,6 +13,7 @@ from sqlalchemy import Connection, select
 from gpuwatch.collectors.kube_parse import KubeSnapshot
 from gpuwatch.collectors.page import HEALTH_VALUE_COLUMNS, SIGNALS, UNIT_KEY, PageSamples
 from gpuwatch.domain.allocation import DEVICE_PLUGIN, DRA, MIG, TIME_SLICE
+from gpuwatch.domain.labels import UNASSIGNED_TEAM
 from gpuwatch.domain.pricing import builtin_prices
 from gpuwatch.store.models import UTIL_SIGNALS, Namespace, Node, Pod
 from gpuwatch.store.writer import SampleColumns, id_map, table_of, write_pods
@@ -335,7 +336,7 @@ def _dcgm_only_pod(namespace: str, pod: str, teams: Mapping[str, str], ts: int) 
         "phase": None,
         "workload_kind": "Pod",
         "workload_name": pod,
-        "team": teams.get(namespace, "unassigned"),
+        "team": teams.get(namespace, UNASSIGNED_TEAM),
         "gpu_resource": None,
         "gpu_count": 0,
         "labels": {},

@@ -268,6 +268,10 @@ class ShowbackSettings(_Section):
 
     #: Spread each cluster's unallocated cost over its teams by their allocated cost.
     spread_unallocated: bool = False
+    #: Team → budget per UTC calendar month, $ of allocated cost (docs/cost-model.md#budgets).
+    monthly_budget_usd: dict[Annotated[str, Field(min_length=1)], Annotated[float, Field(gt=0)]] = (
+        Field(default_factory=dict)
+    )
 
 
 class AlertSettings(_Section):

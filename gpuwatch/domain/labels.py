@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The team of a pod whose own labels and namespace's labels name none (``labels.team``).
+UNASSIGNED_TEAM = "unassigned"
+
 
 @dataclass(frozen=True)
 class LabelVariants:

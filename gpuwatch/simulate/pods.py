@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gpuwatch.domain.labels import UNASSIGNED_TEAM
 from gpuwatch.domain.scheduling import (
     KUEUE_POD_GROUP_LABEL,
     KUEUE_POD_GROUP_SIZE_ANNOTATION,
@@ -52,7 +53,7 @@ def pod_instances(fleet: Fleet, start_ts: int, end_ts: int) -> list[PodInstance]
     teams = {(ns.cluster, ns.name): ns.team for ns in fleet.namespaces}
     found: list[PodInstance] = []
     for index, spec in enumerate(fleet.workloads):
-        team = spec.team_label or teams.get((spec.cluster, spec.namespace), "unassigned")
+        team = spec.team_label or teams.get((spec.cluster, spec.namespace), UNASSIGNED_TEAM)
         for k in spec.schedule.cycles(start_ts, end_ts):
             created, started, finished = spec.schedule.bounds(k, spec.key)
             if created >= end_ts or finished <= start_ts:

@@ -11,8 +11,10 @@ import dash
 import pandas as pd
 from dash import dcc, html
 
+from gpuwatch.analytics import budgets as b
 from gpuwatch.analytics.showback import SHARE_USD, SHOWBACK_USD
 from gpuwatch.analytics.totals import monthly_basis
+from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
 from gpuwatch.app.components import html_table, no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
@@ -20,7 +22,8 @@ from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.pages.queues import queue_href
 from gpuwatch.app.views import breakdown, data_hours, options
 from gpuwatch.app.views_queues import submitted_queues
-from gpuwatch.app.views_showback import team_showback
+from gpuwatch.app.views_showback import team_budgets, team_showback
+from gpuwatch.config import ShowbackSettings
 
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
 
@@ -47,7 +50,18 @@ NAMESPACE_COLUMNS = [
     grid.text_column("cluster"),
     *MEASURES,
 ]
-grid.register("teams-table", "teams-namespaces")
+#: Month to date and month-end forecast against each team's budget (docs/cost-model.md#budgets).
+BUDGET_COLUMNS = [
+    grid.text_column("team", link=grid.HREF, pinned=True),
+    grid.money_column(b.BUDGET_USD, "Monthly budget ($)", total=False),
+    grid.money_column(b.MONTH_TO_DATE_USD, "Month to date ($)"),
+    grid.money_column(b.RUN_RATE_USD_PER_HOUR, "Run rate, last 7 days ($/h)"),
+    grid.money_column(b.FORECAST_USD, "Forecast, month end ($)"),
+    grid.number_column(b.FORECAST_BUDGET_PCT, "Forecast % of budget"),
+]
+#: A forecast above its budget, in red (the condition of ``GPUTeamBudgetForecastExceeded``).
+OVER_BUDGET = {b.FORECAST_BUDGET_PCT: {"gw-cell-alert": f"params.value > {b.OVER_BUDGET_PCT:g}"}}
+grid.register("teams-table", "teams-namespaces", "teams-budgets")
 
 
 def records(
@@ -116,10 +130,36 @@ def teams_section(snap: Snapshot, f: Filters, spread: bool) -> Any:
     )
 
 
-def body(snap: Snapshot, f: Filters, spread: bool = False) -> list[Any]:
+def budgets_section(snap: Snapshot, f: Filters, budgets: dict[str, float]) -> Any:
+    """Each team's month to date and month-end forecast against its monthly budget."""
+    table = team_budgets(snap, budgets)
+    if f.team is not None:
+        table = table[table["team"] == f.team]
+    month_start, month_end = b.month_bounds(snap.end_ts)
+    note = (
+        f"Allocated cost in every cluster from {fmt.when(month_start)} to the end of the data "
+        f"({fmt.when(snap.end_ts)}), whatever the window and cluster filter. Forecast: month to "
+        f"date + the last {b.RUN_RATE_DAYS} days' cost per hour × the "
+        f"{(month_end - snap.end_ts) / 3600:,.0f} hours left in the month; in red above the "
+        "budget (the GPUTeamBudgetForecastExceeded alert). "
+    )
+    note += (
+        "Budgets: showback.monthly_budget_usd."
+        if budgets
+        else "No team has a budget: set them in showback.monthly_budget_usd."
+    )
+    rows = records(table, ["team"], BUDGET_COLUMNS, f)
+    export = grid.page_export("budgets", "Team budgets", snap, f)
+    content = grid.grid("teams-budgets", BUDGET_COLUMNS, rows, export, cell_classes=OVER_BUDGET)
+    return section("Budgets", content, note=note)
+
+
+def body(snap: Snapshot, f: Filters, showback: ShowbackSettings | None = None) -> list[Any]:
+    showback = showback or ShowbackSettings()
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
     return [
-        teams_section(snap, f, spread),
+        teams_section(snap, f, showback.spread_unallocated),
+        budgets_section(snap, f, showback.monthly_budget_usd),
         section(
             "Namespaces",
             grid.grid(
@@ -140,14 +180,14 @@ def layout(**query: Any) -> html.Div:
     if snap.empty:
         return no_data(PAGE, PATH, TITLE, f, snap)
     teams = breakdown(snap, f, ("team",))
-    spread = ctx.source.settings.showback.spread_unallocated
-    content: Any = body(snap, f, spread) if len(teams) else no_match(PAGE, f, PATH)
+    showback = ctx.source.settings.showback
+    content: Any = body(snap, f, showback) if len(teams) else no_match(PAGE, f, PATH)
     return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
     if not snap.empty:
-        body(snap, Filters(), data.settings.showback.spread_unallocated)
+        body(snap, Filters(), data.settings.showback)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
