@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
+from gpuwatch.app.figures_held import held_overlay, held_segments
 from gpuwatch.app.views_gpu import Heatmap
 from gpuwatch.domain.durations import HOUR_S
 
@@ -185,45 +186,104 @@ def gpu_id_of(label: object) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+#: A heatmap cell no pod held for at least half its data hours: unallocated, in this colour.
+UNALLOCATED_COLOR = "#fb7185"
+NO_DATA_COLOR = "#cbd5e1"
+UNALLOCATED_BELOW_RATIO = 0.5
+#: Up to this many rows, every row of the heatmap is labelled; above, each node's first.
+LABEL_EVERY_ROW = 80
+
+
+def _legend_square(name: str, color: str) -> dict[str, Any]:
+    """A legend entry for a colour that a heatmap draws (the heatmap has no legend of its own)."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "x": [None],
+        "y": [None],
+        "name": name,
+        "marker": {"symbol": "square", "size": 12, "color": color},
+        "hoverinfo": "skip",
+        "showlegend": True,
+    }
+
+
+def _row_ticks(nodes: np.ndarray, units: list[str], labels: list[str]) -> dict[str, Any]:
+    """Y ticks: every row (``node · unit`` on a node's first row, ``unit`` after) up to
+    :data:`LABEL_EVERY_ROW` rows, else each node's name on its first row."""
+    first = np.r_[True, nodes[1:] != nodes[:-1]] if len(nodes) else np.array([], dtype=bool)
+    if len(labels) <= LABEL_EVERY_ROW:
+        text = [f"{n} · {u}" if f else u for n, u, f in zip(nodes, units, first, strict=True)]
+        return {"tickvals": labels, "ticktext": text}
+    rows = np.flatnonzero(first)
+    return {"tickvals": [labels[i] for i in rows], "ticktext": [str(nodes[i]) for i in rows]}
+
+
+def _cells(values: np.ndarray, keep: np.ndarray) -> list[Any]:
+    """Rounded cell values where ``keep``, ``None`` elsewhere (plotly leaves those blank)."""
+    rounded = np.round(values, 1).astype(object)
+    rounded[~keep] = None
+    out: list[Any] = rounded.tolist()
+    return out
+
+
 def heatmap_figure(hm: Heatmap) -> Figure:
-    """Utilization % per GPU unit (rows grouped by node) over time; a click opens the unit."""
+    """Utilization % per GPU unit (rows grouped by node) over time; cells no pod held for most
+    of their time in :data:`UNALLOCATED_COLOR`, cells without data grey; a click opens the
+    unit."""
     if hm.units.empty or hm.z.size == 0:
         return empty_figure("No GPUs in scope")
     units = hm.units
     nodes = units["node"].astype(str).to_numpy()
     ids = units["gpu_id"].astype(int).tolist()
-    labels = [heatmap_row_label(n, u, i) for n, u, i in zip(nodes, units["unit"], ids, strict=True)]
-    first = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])
-    rounded = np.round(hm.z, 1).astype(object)
-    rounded[np.isnan(hm.z)] = None
-    z = rounded.tolist()
-    trace = {
+    names = [str(u) for u in units["unit"]]
+    labels = [heatmap_row_label(n, u, i) for n, u, i in zip(nodes, names, ids, strict=True)]
+    has_data = ~np.isnan(hm.z)
+    free = has_data & (np.nan_to_num(hm.held_ratio, nan=1.0) < UNALLOCATED_BELOW_RATIO)
+    x = times(hm.x_ts)
+    when = "%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>"
+    held = {
         "type": "heatmap",
-        "z": z,
-        "x": times(hm.x_ts),
+        "z": _cells(hm.z, has_data & ~free),
+        "x": x,
         "y": labels,
         "colorscale": "Viridis",
         "zmin": 0,
         "zmax": 100,
         "colorbar": {"title": {"text": "util %"}, "ticksuffix": "%"},
-        "hovertemplate": "%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>"
-        "utilization %{z:.0f}%<extra>click: GPU history</extra>",
+        "hovertemplate": when + "utilization %{z:.0f}%<extra>click: GPU history</extra>",
     }
+    unallocated = {
+        "type": "heatmap",
+        "z": _cells(np.ones_like(hm.z), free),
+        "customdata": _cells(hm.z, free),
+        "x": x,
+        "y": labels,
+        "colorscale": [[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
+        "showscale": False,
+        "hovertemplate": when + "unallocated: no pod held it; utilization "
+        "%{customdata:.0f}%<extra>click: GPU history</extra>",
+    }
+    legend = [
+        _legend_square("unallocated (no pod held it)", UNALLOCATED_COLOR),
+        _legend_square("no data", NO_DATA_COLOR),
+    ]
     hours = hm.column_s // HOUR_S
     height = int(min(max(320, 12 * len(labels) + 140), 2400))
-    title = f"Utilization per GPU unit ({hours} h per column; grey: no data)"
-    layout = _layout(title, "", height=height, hovermode="closest", plot_bgcolor="#cbd5e1")
+    title = f"Utilization per GPU unit while held ({hours} h per column)"
+    layout = _layout(title, "", height=height, hovermode="closest", plot_bgcolor=NO_DATA_COLOR)
+    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom"}
     layout["yaxis"] = {
         **_AXIS,
         "type": "category",
         "title": {"text": "GPU units, grouped by node"},
-        "tickvals": [labels[i] for i in first],
-        "ticktext": [str(nodes[i]) for i in first],
+        **_row_ticks(nodes, names, labels),
         "autorange": "reversed",
         "showgrid": False,
+        "tickfont": {"size": 10},
     }
     layout["xaxis"]["showgrid"] = False
-    return {"data": [trace], "layout": layout}
+    return {"data": [held, unallocated, *legend], "layout": layout}
 
 
 def with_gaps(ts: Any, values: Any, step_s: Any) -> tuple[list[str], list[Any]]:
@@ -263,7 +323,8 @@ _PANELS = (
 
 def gpu_history_figure(history: pd.DataFrame, idle_pct: float) -> Figure:
     """One GPU unit's history: utilization, memory, temperature and power per sample (per
-    hour where only roll-ups are kept: ``span_s`` is the time each row stands for)."""
+    hour where only roll-ups are kept: ``span_s`` is the time each row stands for), shaded
+    where a pod held it, in that pod's colour (:mod:`gpuwatch.app.figures_held`)."""
     if history.empty:
         return empty_figure("No samples for this GPU in this window")
     frame = history.assign(util_pct=100.0 * history["util_ratio"].astype("float64"))
@@ -312,5 +373,12 @@ def gpu_history_figure(history: pd.DataFrame, idle_pct: float) -> Figure:
             "line": {"color": COLORS["idle"], "dash": "dot", "width": 1},
         }
     ]
+    overlay = held_overlay(held_segments(history), times)
+    layout["shapes"] += overlay.shapes
     layout["margin"] = {"l": 72, "r": 24, "t": 24, "b": 48}
+    if overlay.legend:
+        layout["showlegend"] = True
+        layout["legend"] = {"orientation": "h", "x": 0, "y": -0.06, "yanchor": "top"}
+        layout["margin"]["b"] = 120
+        data = [trace | {"showlegend": False} for trace in data] + overlay.legend
     return {"data": data, "layout": layout}

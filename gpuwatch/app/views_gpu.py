@@ -73,12 +73,16 @@ def _row_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Heatmap:
-    """Utilization % per GPU unit (rows) and time column; NaN where there is no data."""
+    """Utilization % per GPU unit (rows) and time column; NaN where there is no data.
+
+    ``held_ratio``: the share of each cell's data hours a pod held the unit (NaN: no data).
+    """
 
     z: np.ndarray
     x_ts: np.ndarray
     units: pd.DataFrame
     column_s: int
+    held_ratio: np.ndarray
 
 
 def heatmap(
@@ -104,9 +108,14 @@ def heatmap(
         data_h = rows[c.DATA_HOURS].to_numpy(dtype="float64")[keep]
         util = np.bincount(cell, data_h * rows[c.UTIL].to_numpy(dtype="float64")[keep], size)
         data = np.bincount(cell, data_h, size)
-        z = np.where(data > 0, 100.0 * util / np.where(data > 0, data, 1.0), np.nan)
+        held_h = data_h * rows[c.ALLOCATED].to_numpy(dtype=bool)[keep]
+        held = np.bincount(cell, held_h, size)
+        per_data = np.where(data > 0, data, 1.0)
+        z = np.where(data > 0, 100.0 * util / per_data, np.nan)
+        held_ratio = np.where(data > 0, held / per_data, np.nan)
         x_ts = start + np.arange(n_cols, dtype="int64") * column_s
-        return Heatmap(z.reshape(len(units), n_cols), x_ts, units, column_s)
+        shape = (len(units), n_cols)
+        return Heatmap(z.reshape(shape), x_ts, units, column_s, held_ratio.reshape(shape))
 
     return snap.memo(("heatmap", f, node, max_columns), compute)
 
