@@ -105,6 +105,7 @@ def texts(node: Any) -> list[str]:
 PAGES = {
     "overview": {},
     "teams": {"window": "3d"},
+    "cost": {"window": "7d", "by": "namespace"},
     "workloads": {"team": "ml-platform"},
     "workload": {
         "cluster": "prod-us-east",

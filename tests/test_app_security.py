@@ -25,7 +25,17 @@ from tests.support.postgres import free_port
 from tests.support.prometheus import wait_until
 
 PASSWORD = "c0rrect-h0rse:batt€ry"
-PAGES = ["/", "/teams", "/workloads", "/gpus", "/savings", "/reports", "/alerts", "/health"]
+PAGES = [
+    "/",
+    "/teams",
+    "/cost",
+    "/workloads",
+    "/gpus",
+    "/savings",
+    "/reports",
+    "/alerts",
+    "/health",
+]
 PROBES = [
     "/_dash-component-suites/dash/../../etc/passwd",
     "/_dash-component-suites/dash/%2e%2e/%2e%2e/etc/passwd",

@@ -20,6 +20,7 @@ from gpuwatch.app.views import Options, data_window, window_bounds
 NAV: tuple[tuple[str, str], ...] = (
     ("/", "Overview"),
     ("/teams", "Teams & namespaces"),
+    ("/cost", "Cost over time"),
     ("/workloads", "Workloads"),
     ("/gpus", "GPUs & nodes"),
     ("/queues", "Queues"),

@@ -24,6 +24,7 @@ from gpuwatch.config import Settings
 PAGE_MODULES = (
     "gpuwatch.app.pages.overview",
     "gpuwatch.app.pages.teams",
+    "gpuwatch.app.pages.cost",
     "gpuwatch.app.pages.workloads",
     "gpuwatch.app.pages.workload",
     "gpuwatch.app.pages.gpus",

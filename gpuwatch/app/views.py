@@ -35,6 +35,8 @@ from gpuwatch.store.repository_detail import load_detail
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
 _FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
 _POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
+#: (filter, column) of every filter a row of cost can be narrowed by.
+ROW_FILTERS = _FILTER_COLUMNS + _POD_FILTERS
 
 
 def window_bounds(snap: Snapshot, f: Filters) -> tuple[int, int]:

@@ -336,6 +336,15 @@ class StorageSettings(_Section):
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$"
 
 
+#: Node labels that name a node pool on Karpenter, GKE, EKS managed node groups and AKS.
+NODE_POOL_LABELS = (
+    "karpenter.sh/nodepool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+)
+
+
 class DashboardSettings(_Section):
     """Who may open the dashboard: nobody is asked (none), HTTP basic, or a trusted proxy."""
 
@@ -348,6 +357,12 @@ class DashboardSettings(_Section):
     workers: int = Field(default=1, ge=1, le=64)
     #: Threads of each process.
     threads: int = Field(default=8, ge=1, le=64)
+    #: Node labels naming a node's pool, first present wins (Cost over time: "node pool").
+    node_pool_labels: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: [*NODE_POOL_LABELS]
+    )
+    #: Pod labels offered by Cost over time's "aggregate by" (``app.kubernetes.io/part-of``).
+    pod_labels: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _complete(self) -> DashboardSettings:

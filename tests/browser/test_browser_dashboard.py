@@ -35,6 +35,7 @@ WAIT_S = 60
 PAGES = [
     ("/", "overview"),
     ("/teams", "teams"),
+    ("/cost", "cost"),
     ("/workloads", "workloads"),
     ("/gpus", "gpus"),
     ("/savings", "savings"),
