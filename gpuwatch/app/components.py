@@ -280,9 +280,16 @@ def no_match(page: str, f: Filters, path: str) -> html.Div:
 
 
 def card(
-    label: str, value: Any, note: str | None = None, key: str = "", *, text: bool = False
+    label: str,
+    value: Any,
+    note: str | None = None,
+    key: str = "",
+    *,
+    text: bool = False,
+    delta: str | None = None,
 ) -> html.Div:
-    """A headline figure; ``text`` for a name rather than a number (smaller type)."""
+    """A headline figure; ``text`` for a name rather than a number (smaller type); ``delta``:
+    its change since the previous period."""
     value_class = "gw-card-value gw-card-text" if text else "gw-card-value"
     children = [
         html.Div(label, className="gw-card-label"),
@@ -290,6 +297,8 @@ def card(
     ]
     if note:
         children.append(html.Div(note, className="gw-card-note"))
+    if delta:
+        children.append(html.Div(f"vs previous period: {delta}", className="gw-card-delta"))
     if key:
         return html.Div(children, className="gw-card", id=f"card-{key}")
     return html.Div(children, className="gw-card")

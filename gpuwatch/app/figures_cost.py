@@ -57,7 +57,7 @@ def cost_over_time_figure(timeline: CostTimeline, by_title: str) -> Figure:
         )
     per = "hour" if timeline.bucket_s == HOUR_S else "day"
     title = f"Cost per {per} by {by_title.lower()} ($)"
-    layout = _layout(title, "$", height=460, barmode="stack", bargap=0.1)
+    layout = _layout(title, "$", height=460, barmode="stack", bargap=0.1, hovermode="closest")
     layout["yaxis"] |= {"tickprefix": "$", "separatethousands": True}
     layout["legend"] |= {"traceorder": "normal"}
     return {"data": data, "layout": layout}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import dash
 from dash import Input, Output, State, dcc, html
@@ -20,11 +20,19 @@ from gpuwatch.app.components import (
     section,
     shell,
 )
-from gpuwatch.app.context import page_context
+from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
 from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
+from gpuwatch.app.views_compare import (
+    COMPARE_PARAM,
+    COMPARE_PREVIOUS,
+    Period,
+    change_points,
+    change_usd,
+    previous_period,
+)
 from gpuwatch.app.views_queues import SchedulingTotals, scheduling_totals
 from gpuwatch.domain.scheduling import SchedulingPolicy
 
@@ -32,8 +40,10 @@ PAGE, PATH, TITLE = "overview", "/", "Overview"
 TOP_WORKLOADS = 10
 
 
-def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
-    """The headline figures, each with its unit and what it means."""
+def headline_cards(h: Headline, idle_pct: float, before: Period | None = None) -> list[html.Div]:
+    """The headline figures, each with its unit and what it means; with ``before``, the
+    change of each rate and cost since the previous period."""
+    d = _deltas(h, before)
     return [
         card("GPU units", fmt.number(h.gpu_units), "with samples in the window", "gpus"),
         card(
@@ -41,25 +51,35 @@ def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
             fmt.pct(h.allocated_pct),
             f"{fmt.gpu_hours(h.allocated_gpu_hours)} of {fmt.gpu_hours(h.capacity_gpu_hours)}",
             "allocated",
+            delta=d.get("allocated"),
         ),
         card(
             "Utilization of allocated GPUs",
             fmt.pct(h.efficiency_pct),
             "used ÷ allocated GPU-hours",
             "efficiency",
+            delta=d.get("efficiency"),
         ),
-        card("Total GPU cost", fmt.usd(h.total_cost_usd), "allocated + unallocated", "total-cost"),
+        card(
+            "Total GPU cost",
+            fmt.usd(h.total_cost_usd),
+            "allocated + unallocated",
+            "total-cost",
+            delta=d.get("total"),
+        ),
         card(
             "Idle cost",
             fmt.usd(h.idle_cost_usd),
             f"allocated GPUs below {idle_pct:g}% utilization",
             "idle-cost",
+            delta=d.get("idle"),
         ),
         card(
             "Unallocated cost",
             fmt.usd(h.unallocated_cost_usd),
             "capacity no pod held",
             "unallocated-cost",
+            delta=d.get("unallocated"),
         ),
         card(
             "Potential savings / month",
@@ -75,6 +95,54 @@ def headline_cards(h: Headline, idle_pct: float) -> list[html.Div]:
             "coverage",
         ),
     ]
+
+
+def _deltas(h: Headline, before: Period | None) -> dict[str, str]:
+    if before is None:
+        return {}
+    return {
+        "allocated": change_points(h.allocated_pct, before.allocated_pct),
+        "efficiency": change_points(h.efficiency_pct, before.efficiency_pct),
+        "total": change_usd(h.total_cost_usd, before.total_cost_usd),
+        "idle": change_usd(h.idle_cost_usd, before.idle_cost_usd),
+        "unallocated": change_usd(h.unallocated_cost_usd, before.unallocated_cost_usd),
+    }
+
+
+def compare_control(on: bool, before: Period | str | None) -> html.Div:
+    """The "compare with the previous period" switch, and which period that is (or why
+    there is none)."""
+    children: list[Any] = [
+        dcc.Checklist(
+            id="overview-compare",
+            options=[{"label": " Compare with the previous period", "value": COMPARE_PREVIOUS}],
+            value=[COMPARE_PREVIOUS] if on else [],
+            className="gw-compare",
+        )
+    ]
+    if isinstance(before, Period):
+        span = f"Previous period: {fmt.when(before.start_ts)} to {fmt.when(before.end_ts)}"
+        children.append(html.Span(span, className="gw-note", id="overview-compare-period"))
+    elif isinstance(before, str):
+        children.append(html.Span(before, className="gw-note", id="overview-compare-period"))
+    return html.Div(children, className="gw-actions")
+
+
+def toggle_compare(values: list[str] | None, search: str | None) -> Any:
+    """The switch changed: ``compare=previous`` in the URL, or not."""
+    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != COMPARE_PARAM]
+    if COMPARE_PREVIOUS in (values or []):
+        params.append((COMPARE_PARAM, COMPARE_PREVIOUS))
+    new = f"?{urlencode(params)}" if params else ""
+    return dash.no_update if new == (search or "") else new
+
+
+dash.callback(
+    Output(URL_ID, "search", allow_duplicate=True),
+    Input("overview-compare", "value"),
+    State(URL_ID, "search"),
+    prevent_initial_call=True,
+)(toggle_compare)
 
 
 def scheduling_cards(t: SchedulingTotals, f: Filters) -> list[html.Div]:
@@ -123,14 +191,23 @@ def top_workloads_table(snap: Snapshot, f: Filters) -> Any:
     return grid.grid("overview-top-workloads", TOP_COLUMNS, rows, export)
 
 
-def body(snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy) -> list[Any]:
+def body(
+    snap: Snapshot, f: Filters, idle_pct: float, policy: SchedulingPolicy, compare: bool = False
+) -> list[Any]:
     h = headline(snap, f)
+    before = previous_period(snap, f) if compare else None
+    period = before if isinstance(before, Period) else None
     waste = scheduling_cards(scheduling_totals(snap, f, policy), f)
     basis = monthly_basis(h.data_hours)
     teams = breakdown(snap, f, ("team",))
     namespaces = breakdown(snap, f, ("cluster", "namespace"))
     return [
-        html.Div([*headline_cards(h, idle_pct), *waste], className="gw-cards", id="overview-cards"),
+        compare_control(compare, before),
+        html.Div(
+            [*headline_cards(h, idle_pct, period), *waste],
+            className="gw-cards",
+            id="overview-cards",
+        ),
         section(
             "Capacity and demand",
             dcc.Graph(
@@ -224,7 +301,9 @@ def layout(**query: Any) -> html.Div:
         content: Any = no_match(PAGE, f, PATH)
     else:
         settings = ctx.source.settings
-        content = body(snap, f, settings.thresholds.idle_util_pct, settings.scheduling.policy())
+        compare = query_value(query, COMPARE_PARAM) == COMPARE_PREVIOUS
+        policy = settings.scheduling.policy()
+        content = body(snap, f, settings.thresholds.idle_util_pct, policy, compare)
     return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), content)
 
 

@@ -1,0 +1,88 @@
+"""Compare with the previous period: the Overview's figures over the window just before the
+chosen one, of the same length and under the same filters (``?compare=previous``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuwatch.analytics import columns as c
+from gpuwatch.app import format as fmt
+from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.views import ROW_FILTERS, filter_mask, sums, window_bounds, window_days
+from gpuwatch.domain.durations import DAY_S
+
+#: The URL's query parameter and the value that turns the comparison on.
+COMPARE_PARAM, COMPARE_PREVIOUS = "compare", "previous"
+
+
+@dataclass(frozen=True)
+class Period:
+    """The figures of one window that the cards compare."""
+
+    start_ts: int
+    end_ts: int
+    total_cost_usd: float
+    idle_cost_usd: float
+    unallocated_cost_usd: float
+    allocated_pct: float
+    efficiency_pct: float
+
+
+def _pct(a: float, b: float) -> float:
+    return 100.0 * a / b if b > 0 else math.nan
+
+
+def _period(rows: pd.DataFrame, start_ts: int, end_ts: int) -> Period:
+    total = sums(rows, []).iloc[0]
+    return Period(
+        start_ts=start_ts,
+        end_ts=end_ts,
+        total_cost_usd=float(total[c.CAPACITY_COST_USD]),
+        idle_cost_usd=float(total[c.IDLE_COST_USD]),
+        unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
+        allocated_pct=_pct(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
+        efficiency_pct=_pct(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
+    )
+
+
+def previous_period(snap: Snapshot, f: Filters) -> Period | str:
+    """The figures of the window before ``f``'s, or why there are none (the reason as text):
+    the store must hold data from the previous window's start on, and the dashboard reads
+    the last 31 days (so a 30-day window has none)."""
+    days = window_days(f)
+    start, _ = window_bounds(snap, f)
+    previous = start - days * DAY_S
+    if snap.first_ts is None or snap.first_ts > previous:
+        return f"no previous period: the data starts after {fmt.when(previous)}"
+    if previous < snap.span_start_ts:
+        kept = (snap.end_ts - snap.span_start_ts) // DAY_S
+        return f"no previous period: the dashboard reads the last {kept} days"
+
+    def compute() -> Period:
+        rows = snap.cost
+        day = rows["day"].to_numpy()
+        mask = (day >= days) & (day < 2 * days) & filter_mask(rows, f, ROW_FILTERS)
+        return _period(pd.DataFrame(rows[mask]), previous, start)
+
+    return snap.memo(("previous_period", f), compute)
+
+
+def change_usd(now: float, before: float) -> str:
+    """``+$1,234 (+12.3%)`` from ``before`` to ``now``."""
+    delta = now - before
+    sign = "+" if delta >= 0 else "-"
+    text = f"{sign}{fmt.usd(abs(delta))}"
+    if before > 0:
+        text += f" ({100.0 * delta / before:+.1f}%)"
+    return text
+
+
+def change_points(now: float, before: float) -> str:
+    """``+3.1 points`` from one percentage to another (``–`` where either is missing)."""
+    if not (np.isfinite(now) and np.isfinite(before)):
+        return fmt.DASH
+    return f"{now - before:+.1f} points"
