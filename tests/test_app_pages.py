@@ -27,7 +27,7 @@ from gpuwatch.alerts.render import (
     PLAIN_FILE,
 )
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import filters_to_search, search_with
+from gpuwatch.app.components import filters_to_search, search_with, with_param
 from gpuwatch.app.data import DashboardData, Filters
 from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import headline, window_bounds
@@ -168,6 +168,16 @@ def test_filter_change_rewrites_the_query() -> None:
     assert new == "?week=2026-W01&cluster=c1&window=14d"
     assert filters_to_search([None, None, "7d"], ids, "") is dash.no_update
     assert search_with("?id=3", {"window": "bogus"}) == "?id=3&window=bogus"
+
+
+def test_a_page_parameter_is_set_or_dropped_others_kept(app: Dash) -> None:
+    assert with_param("?window=3d&by=team", "by", "cluster") == "?window=3d&by=cluster"
+    assert with_param("?by=team&window=3d", "by", None) == "?window=3d"
+    assert with_param("", "week", "2026-W46") == "?week=2026-W46"
+    assert with_param("?week=2026-W46", "week", None) == ""
+    reports = page("reports")
+    assert reports.pick_week("2026-W47", "2026-W46", "?week=2026-W46") == "?week=2026-W47"
+    assert reports.pick_week("2026-W46", "2026-W46", "?week=2026-W46") is dash.no_update
 
 
 def test_table_names_link_down_and_heatmap_clicks_open_pages(app: Dash) -> None:

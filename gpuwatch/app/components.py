@@ -120,6 +120,15 @@ def search_with(search: str | None, changes: Mapping[str, str | None]) -> str:
     return f"?{urlencode(params)}" if params else ""
 
 
+def with_param(search: str | None, name: str, value: str | None) -> str:
+    """``search`` with the page parameter ``name`` set to ``value`` (dropped for ``None``),
+    the other parameters kept in their order."""
+    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != name]
+    if value is not None:
+        params.append((name, value))
+    return f"?{urlencode(params)}" if params else ""
+
+
 def filters_to_search(
     values: list[str | None], ids: list[dict[str, str]], search: str | None
 ) -> Any:

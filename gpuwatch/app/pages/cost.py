@@ -4,12 +4,11 @@ model, node pool, cluster or a pod label (``?by=``); a click on a bar opens its 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 import dash
 from dash import Input, Output, State, dcc, html
 
-from gpuwatch.app.components import URL_ID, no_data, section, shell
+from gpuwatch.app.components import URL_ID, no_data, section, shell, with_param
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures_cost import clicked_href, cost_over_time_figure
@@ -28,10 +27,7 @@ def chosen_by(query: dict[str, Any], settings: DashboardSettings) -> str:
 
 def pick_by(by: str | None, search: str | None) -> Any:
     """A new grouping: the URL's query names it (so the view can be shared)."""
-    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != "by"]
-    if by and by != DEFAULT_BY:
-        params.append(("by", by))
-    new = f"?{urlencode(params)}" if params else ""
+    new = with_param(search, "by", by if by and by != DEFAULT_BY else None)
     return dash.no_update if new == (search or "") else new
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import dash
 from dash import Input, Output, State, dcc, html
@@ -19,6 +19,7 @@ from gpuwatch.app.components import (
     records_of,
     section,
     shell,
+    with_param,
 )
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
@@ -130,10 +131,8 @@ def compare_control(on: bool, before: Period | str | None) -> html.Div:
 
 def toggle_compare(values: list[str] | None, search: str | None) -> Any:
     """The switch changed: ``compare=previous`` in the URL, or not."""
-    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != COMPARE_PARAM]
-    if COMPARE_PREVIOUS in (values or []):
-        params.append((COMPARE_PARAM, COMPARE_PREVIOUS))
-    new = f"?{urlencode(params)}" if params else ""
+    on = COMPARE_PREVIOUS in (values or [])
+    new = with_param(search, COMPARE_PARAM, COMPARE_PREVIOUS if on else None)
     return dash.no_update if new == (search or "") else new
 
 

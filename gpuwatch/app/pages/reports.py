@@ -4,7 +4,6 @@ CSV ``gpuwatch report weekly --week`` writes. ``/reports?week=2026-W46``."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 import dash
 import pandas as pd
@@ -21,6 +20,7 @@ from gpuwatch.app.components import (
     records_of,
     section,
     shell,
+    with_param,
 )
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
@@ -88,8 +88,7 @@ def pick_week(week: str | None, shown: str | None, search: str | None) -> Any:
     """A week picked: the URL's query names it (so the view can be shared)."""
     if not week or week == shown:
         return dash.no_update
-    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != "week"]
-    return "?" + urlencode([*params, ("week", week)])
+    return with_param(search, "week", week)
 
 
 dash.callback(
