@@ -10,6 +10,7 @@ import pandas as pd
 from dash import dcc, html
 
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.components import html_table, section
 from gpuwatch.app.figures_health import efficiency_figure
 from gpuwatch.app.views_health import EfficiencyView
@@ -87,7 +88,7 @@ def figures_table(efficiency: pd.DataFrame) -> Any:
     return html_table("workload-efficiency-table", columns, rows)
 
 
-def efficiency_section(view: EfficiencyView) -> html.Section:
+def efficiency_section(view: EfficiencyView, export: grid.Export) -> html.Section:
     """The panel: the sentence on missing readings, the activity per hour, the figures."""
     missing = unavailable_text(view)
     children: list[Any] = []
@@ -95,5 +96,5 @@ def efficiency_section(view: EfficiencyView) -> html.Section:
         children.append(html.P(missing, className="gw-note", id="workload-efficiency-unavailable"))
     figure = efficiency_figure(view.timeline, missing)
     children.append(dcc.Graph(id="workload-efficiency-timeline", figure=figure))
-    children.append(figures_table(view.efficiency))
+    children.append(grid.exportable(figures_table(view.efficiency), export))
     return section("Real efficiency", *children, note=NOTE, key="workload-efficiency")

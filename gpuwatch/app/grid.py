@@ -269,3 +269,43 @@ def register(*grid_ids: str) -> None:
             Input(f"{grid_id}{EXPORT_SUFFIX}", "n_clicks"),
             prevent_initial_call=True,
         )
+
+
+def exportable(table: Any, export: Export) -> Any:
+    """A plain table (:func:`gpuwatch.app.components.html_table`: cells with several links or
+    folded text) with the same **Export CSV** button as the grids: its rows and headings as
+    shown, under the same comment line and file name (:func:`register_tables`). Anything
+    else (the note shown instead of an empty table) is returned as it is."""
+    if not isinstance(table, html.Table):
+        return table
+    table_id = str(getattr(table, "id", ""))
+    data: dict[str, Any] = {
+        "data-table": table_id,
+        "data-file": export_file_name(export.table, export.window, export.filters),
+        "data-comment": export_comment(export.title, export.window_text, export.filters),
+        "data-starts": json.dumps(list(FORMULA_START)),
+    }
+    button = html.Button(
+        "Export CSV",
+        id=f"{table_id}{EXPORT_SUFFIX}",
+        className="gw-button gw-button-secondary",
+        title="The table's rows as shown, as CSV",
+        **data,
+    )
+    return html.Div(
+        [html.Div(button, className="gw-grid-actions"), table], className="gw-table-box"
+    )
+
+
+def register_tables(*table_ids: str) -> None:
+    """The export button of each plain table (``exportTable`` in ``assets/gpuwatch-grid.js``
+    writes the file in the browser; the callback changes nothing on the page)."""
+    for table_id in table_ids:
+        button = f"{table_id}{EXPORT_SUFFIX}"
+        dash.clientside_callback(
+            ClientsideFunction("gpuwatch", "exportTable"),
+            Output(button, "title"),
+            Input(button, "n_clicks"),
+            State(button, "id"),
+            prevent_initial_call=True,
+        )

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 
+from gpuwatch.alerts.render import PLAIN_FILE, render_rules, rule_params_from_settings
 from gpuwatch.app.data import DashboardData, Filters
 from gpuwatch.app.views import breakdown
 from tests.browser.conftest import Served
@@ -127,3 +129,39 @@ def test_an_exported_name_that_looks_like_a_formula_is_neutralised(
         '"\'=HYPERLINK(1)"': '"-2.5"',
         '"\'@SUM(1)"': '"1"',
     }
+
+
+def _rendered_alerts(served: Served) -> list[list[str]]:
+    """Alert, severity, for and summary of each alert of the rendered rule file."""
+    groups = yaml.safe_load(render_rules(rule_params_from_settings(served.settings))[PLAIN_FILE])
+    return [
+        [r["alert"], r["labels"]["severity"], r.get("for", "0s"), r["annotations"]["summary"]]
+        for g in groups["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    ]
+
+
+def test_a_plain_table_exports_what_it_shows(
+    driver: Any, served: Served, clean_downloads: Path
+) -> None:
+    """Tables with several links per cell stay HTML; their Export CSV writes them as shown."""
+    snap = DashboardData(served.engine, served.settings, background=False).current()
+    open_page(driver, served, "/alerts", "alerts")
+    driver.execute_script(  # a hostile row and a negative amount, as a table could show them
+        "const row = document.querySelector('#alerts-rules tbody tr').cloneNode(true);"
+        "const cells = row.querySelectorAll('td');"
+        "cells[0].innerText = '=HYPERLINK(1)'; cells[1].innerText = '-$2.50';"
+        "document.querySelector('#alerts-rules tbody').appendChild(row);"
+    )
+    wait(driver).until(ec.element_to_be_clickable((By.ID, "alerts-rules-export"))).click()
+    lines = downloaded(clean_downloads, "gpuwatch-alert-rules-7d.csv").splitlines()
+    start, end = snap.end_ts - 7 * 86_400, snap.end_ts
+    quoted = [",".join(f'"{v}"' for v in row) for row in _rendered_alerts(served)]
+    assert lines[0] == f"# gpuwatch Alert rules; window 7d ({_utc(start)} to {_utc(end)}); " + (
+        "filters: none"
+    )
+    assert lines[1] == '"Alert","Severity","For","Summary"'
+    assert lines[2:-1] == quoted
+    assert lines[-1].startswith('"\'=HYPERLINK(1)","-$2.50",')
+    assert severe(driver) == []

@@ -36,8 +36,46 @@
     return nClicks ? true : noUpdate();
   }
 
+  /* A CSV field: quoted, inner quotes doubled; text that starts like a formula neutralised
+     (numbers as shown, "-$1,234.00" included, stay as they are). */
+  var NUMBER = /^[-+]?\$?[0-9][0-9,]*(\.[0-9]+)?( ?%| GPU·h)?$/;
+  function csvField(text, starts) {
+    var value = text.replace(/\s+/g, " ").trim();
+    if (!NUMBER.test(value)) {
+      value = gwNeutralise(value, starts);
+    }
+    return '"' + value.replace(/"/g, '""') + '"';
+  }
+
+  /* A plain table's Export CSV (gpuwatch/app/grid.py exportable): the comment line, the
+     headings and every row as shown, written as a file named by the button. */
+  function exportTable(nClicks, buttonId) {
+    var button = document.getElementById(buttonId);
+    var table = button && document.getElementById(button.dataset.table);
+    if (!nClicks || !table) {
+      return noUpdate();
+    }
+    var starts = JSON.parse(button.dataset.starts || "[]");
+    var lines = [button.dataset.comment];
+    table.querySelectorAll("tr").forEach(function (tr) {
+      var cells = Array.prototype.map.call(tr.querySelectorAll("th, td"), function (cell) {
+        return csvField(cell.innerText || "", starts);
+      });
+      lines.push(cells.join(","));
+    });
+    var blob = new Blob([lines.join("\r\n") + "\r\n"], { type: "text/csv;charset=utf-8" });
+    var link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = button.dataset.file;
+    document.body.appendChild(link);
+    link.click();
+    document.body.removeChild(link);
+    window.setTimeout(function () { URL.revokeObjectURL(link.href); }, 60000);
+    return noUpdate();
+  }
+
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
-    gpuwatch: { totals: totals, exportCsv: exportCsv },
+    gpuwatch: { totals: totals, exportCsv: exportCsv, exportTable: exportTable },
   });
 
   /* A cell whose row carries a link (cellRendererParams.hrefField): a Dash link, so the

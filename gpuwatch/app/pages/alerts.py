@@ -13,9 +13,10 @@ import pandas as pd
 import yaml
 from dash import Input, Output, dcc, html
 
-from gpuwatch.alerts.definitions import AlertDefinition, span_text
+from gpuwatch.alerts.definitions import AlertDefinition, alert_table, span_text
 from gpuwatch.alerts.evaluate import KINDS, Evaluation
 from gpuwatch.alerts.live import LiveAlerts
+from gpuwatch.alerts.params import RuleParams
 from gpuwatch.alerts.render import (
     OPERATOR_FILE,
     PLAIN_FILE,
@@ -23,6 +24,7 @@ from gpuwatch.alerts.render import (
     rule_params_from_settings,
 )
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.alert_links import subject_links
 from gpuwatch.app.components import (
     NO_DATA_HINT,
@@ -40,6 +42,9 @@ from gpuwatch.app.views_store import AlertStates, alert_states, stored_alerts
 from gpuwatch.config import Settings
 
 PAGE, PATH, TITLE = "alerts", "/alerts", "Alerts"
+#: Alert names are fixed (thresholds aside), so each alert's table is known before any page.
+grid.register_tables("alerts-rules", *(f"alerts-{d.name}" for d in alert_table(RuleParams()).all()))
+
 MAX_SUBJECTS = 50
 _HEADINGS = {
     "alert": "Alert",
@@ -162,7 +167,8 @@ def subjects_table(name: str, frame: pd.DataFrame, snap: Snapshot) -> Any:
         row["_links"] = subject_links(snap, Filters(), row)
     names = [n for n in frame.columns if n not in ("pod_id", "alert")]
     columns = [(_HEADINGS.get(n, n), lambda r, n=n: _linked(n, r)) for n in names]
-    return html_table(f"alerts-{name}", columns, rows)
+    table = html_table(f"alerts-{name}", columns, rows)
+    return grid.exportable(table, grid.page_export(f"alert-{name}", name, snap, Filters()))
 
 
 def _linked(name: str, row: dict[str, Any]) -> Any:
@@ -240,6 +246,7 @@ def body(data: DashboardData, snap: Snapshot) -> list[Any]:
         ],
         rows,
     )
+    rules = grid.exportable(rules, grid.page_export("alert-rules", "Alert rules", snap, Filters()))
     actions = html.Div(
         [
             html.Button(

@@ -16,6 +16,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.components import URL_ID, card, html_table, no_data, no_match, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
@@ -31,6 +32,8 @@ from gpuwatch.app.views_health import HealthView, health_view, unit_ids
 from gpuwatch.domain.health import HealthPolicy
 
 PAGE, PATH, TITLE = "gpu-health", "/gpu-health", "GPU health"
+grid.register_tables(f"{PAGE}-drain", f"{PAGE}-entries")
+
 GpuIds = Mapping[tuple[str, str], int]
 
 
@@ -172,7 +175,10 @@ def body(snap: Snapshot, f: Filters, policy: HealthPolicy) -> list[Any]:
         cards(view),
         section(
             "Drain candidates",
-            drain_table(view, f, ids),
+            grid.exportable(
+                drain_table(view, f, ids),
+                grid.page_export("gpu-health-drain", "Drain list", snap, f),
+            ),
             note="Failing GPUs, by the dollars paid for them while failing: GPU-hours their "
             "pods held from the first failing event on (that hour from the event's instant) "
             "× the GPU's price. Open the node to cordon and drain it.",
@@ -185,7 +191,10 @@ def body(snap: Snapshot, f: Filters, policy: HealthPolicy) -> list[Any]:
         ),
         section(
             "GPUs not healthy",
-            entries_table(view, f, ids),
+            grid.exportable(
+                entries_table(view, f, ids),
+                grid.page_export("gpu-health-gpus", "GPUs not healthy", snap, f),
+            ),
             note="Worst state first. First and last seen: the first and last evidence of the "
             "state; throttled: share of its hours with clock data (— without clock events).",
         ),

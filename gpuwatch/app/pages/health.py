@@ -19,6 +19,8 @@ from gpuwatch.app.views import options
 from gpuwatch.app.views_gpu import claim_problems, health_by_node
 
 PAGE, PATH, TITLE = "health", "/health", "Data health"
+grid.register_tables("health-collection", "health-claims")
+
 
 LABELS_NOTE = (
     "Label variants (exported_pod or pod, UUID or uuid, Hostname or hostname) are resolved "
@@ -169,7 +171,9 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
     return [
         section(
             "Collection",
-            collection_table(snap),
+            grid.exportable(
+                collection_table(snap), grid.page_export("collection", "Collection", snap, f)
+            ),
             note="Per cluster and source: the point up to which collection is complete. Series "
             "skipped or changed: what the last collection did not store as Prometheus sent it, "
             "by reason (no GPU UUID, a label longer than the store keeps, malformed values). "
@@ -191,7 +195,9 @@ def body(snap: Snapshot, f: Filters, idle_util_pct: float) -> list[Any]:
         ),
         section(
             "ResourceClaims (DRA)",
-            claims_section(snap, f),
+            grid.exportable(
+                claims_section(snap, f), grid.page_export("claims", "Resource claims", snap, f)
+            ),
             note="Devices allocated to ResourceClaims at the last collection, joined to DCGM "
             "series by GPU UUID. Listed here: a device whose ResourceSlice gives no UUID, a GPU "
             "with no DCGM series, or series of a claimed GPU that no pod held in the window (an "

@@ -18,6 +18,7 @@ from dash import dcc, html
 
 from gpuwatch.analytics.queues import QUEUE_REPORT_COLUMNS
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid
 from gpuwatch.app.components import card, html_table, no_data, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
@@ -28,6 +29,8 @@ from gpuwatch.app.views_queues import QUEUE_KEY, QueuesView, queues_view, totals
 from gpuwatch.domain.scheduling import SchedulingPolicy
 
 PAGE, PATH, TITLE = "queues", "/queues", "Queues"
+grid.register_tables(f"{PAGE}-table", f"{PAGE}-gangs", f"{PAGE}-capacity")
+
 #: At most this many queues get a chart of their own (by idle quota dollars).
 MAX_QUEUE_CHARTS = 12
 NO_QUEUES = (
@@ -133,7 +136,7 @@ def queue_charts(view: QueuesView) -> list[Any]:
     return charts
 
 
-def queue_sections(view: QueuesView, f: Filters) -> list[Any]:
+def queue_sections(view: QueuesView, f: Filters, snap: Snapshot) -> list[Any]:
     if not view.has_queues:
         return [section("Queues", html.P(NO_QUEUES, className="gw-note", id=f"{PAGE}-none"))]
     if view.queues.empty:
@@ -149,7 +152,7 @@ def queue_sections(view: QueuesView, f: Filters) -> list[Any]:
     return [
         section(
             "Queues",
-            queues_table(view, f),
+            grid.exportable(queues_table(view, f), grid.page_export("queues", "Queues", snap, f)),
             note="Per ClusterQueue and flavor, by idle quota dollars. Quota: nominal GPUs × "
             "hours the queue existed; allocated and busy: GPU-hours its pods held and used; "
             "pending: GPUs its waiting work asked for × hours waiting; idle quota: nominal GPUs "
@@ -249,21 +252,26 @@ def capacity_table(view: QueuesView) -> Any:
     return html_table(f"{PAGE}-capacity", columns, rows.to_dict("records"))
 
 
-def body(view: QueuesView, f: Filters, policy: SchedulingPolicy) -> list[Any]:
+def body(view: QueuesView, f: Filters, policy: SchedulingPolicy, snap: Snapshot) -> list[Any]:
     stall_after = fmt.duration(policy.gang_stall_after_s)
     return [
         cards(view),
-        *queue_sections(view, f),
+        *queue_sections(view, f, snap),
         section(
             "Stalled gangs",
-            gangs_table(view, f),
+            grid.exportable(
+                gangs_table(view, f), grid.page_export("stalled-gangs", "Stalled gangs", snap, f)
+            ),
             note="GPUs held by a gang's running pods while one of its pods had been Pending "
             f"longer than {stall_after} (from that moment on), × their price.",
             key=f"{PAGE}-gangs-section",
         ),
         section(
             "Stranded capacity",
-            capacity_table(view),
+            grid.exportable(
+                capacity_table(view),
+                grid.page_export("stranded-capacity", "Stranded capacity", snap, f),
+            ),
             dcc.Graph(id=f"{PAGE}-stranded-chart", figure=stranded_figure(view.capacity_hours)),
             note="Free GPUs (no pod held them) in hours when a waiting pod's request fit the "
             "free GPUs of that model in total but no single node. Per cluster and GPU model: "
@@ -282,7 +290,7 @@ def layout(**query: Any) -> html.Div:
     queue = query_value(query, "queue")
     view = queues_view(snap, f, policy, queue)
     note = None if queue is None else f"Queue {queue} only: clear it with the Queues link above."
-    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(view, f, policy), note)
+    return shell(PAGE, PATH, TITLE, f, snap, options(snap, f), body(view, f, policy, snap), note)
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:

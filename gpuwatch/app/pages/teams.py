@@ -26,6 +26,8 @@ from gpuwatch.app.views_showback import team_budgets, team_showback
 from gpuwatch.config import ShowbackSettings
 
 PAGE, PATH, TITLE = "teams", "/teams", "Teams & namespaces"
+grid.register_tables("teams-queues")
+
 
 MEASURES = [
     grid.number_column("allocated_gpu_hours", total=True),
@@ -99,7 +101,10 @@ def queues_section(snap: Snapshot, f: Filters) -> list[Any]:
         ("Namespace", lambda r: str(r["namespace"])),
         ("Queues", lambda r: queue_links(f, str(r["cluster"]), r["queues"])),
     ]
-    table = html_table("teams-queues", columns, rows)
+    table = grid.exportable(
+        html_table("teams-queues", columns, rows),
+        grid.page_export("team-queues", "Queues per team", snap, f),
+    )
     note = "The Kueue or Volcano queues its pods ran or waited in; open one for its quota."
     return [section("Queues", table, note=note, key="teams-queues-section")]
 

@@ -65,6 +65,8 @@ from gpuwatch.app.views_health import efficiency_view
 from gpuwatch.app.views_pod import pod_href
 
 PAGE, PATH, TITLE = "workload", "/workload", "Workload"
+grid.register_tables("workload-recommendations", "workload-efficiency-table")
+
 QUANTILE_COLOR = "#1e293b"
 WIDE_CELL = {"display": "inline-block", "minWidth": "18em"}
 #: Dashed line of each suggestion that changes the GPUs held.
@@ -266,7 +268,10 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
         cards(snap, f, key),
         section(
             "Recommendations",
-            recommendations_table(recs, keys),
+            grid.exportable(
+                recommendations_table(recs, keys),
+                grid.page_export("recommendations", "Recommendations", snap, f, _subject(key)),
+            ),
             note="Each suggestion with what the workload would look like after it, and the "
             "numbers behind it: percentiles pool every sample of the window, as "
             "gpuwatch recommend reads them. Suggestions of one workload are alternatives, "
@@ -287,7 +292,10 @@ def body(snap: Snapshot, f: Filters, key: WorkloadKey) -> list[Any]:
             "GPU-hours); dashed, what a suggestion would leave held.",
             key="workload-explain",
         ),
-        efficiency_section(efficiency_view(snap, f.window, key)),
+        efficiency_section(
+            efficiency_view(snap, f.window, key),
+            grid.page_export("efficiency", "Real efficiency", snap, f, _subject(key)),
+        ),
         html.Div(
             [
                 dcc.Graph(id="workload-util", figure=util),
