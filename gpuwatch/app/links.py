@@ -1,5 +1,6 @@
 """Where a GPU unit's page lives: ``/gpu?uuid=GPU-…`` (plus ``gi`` for a MIG instance and
-``slot`` for a time-slice or MPS slot), the same address after the store is rebuilt.
+``slot`` for a time-slice or MPS slot), the same address after the store is rebuilt; and a
+workload's, ``/workload?cluster=…&namespace=…&kind=…&name=…``.
 
 Store ids (``/gpu?id=…``) change when a store is rebuilt; links by UUID do not, and links by id
 from before are still read.
@@ -16,6 +17,18 @@ from gpuwatch.app.context import query_value
 from gpuwatch.app.data import Filters, Snapshot
 
 PATH = "/gpu"
+
+
+def workload_href(f: Filters, row: Mapping[str, Any]) -> str:
+    """The page of the workload a row names (``cluster``, ``namespace``, ``workload_kind``,
+    ``workload``), with the filters ``f``."""
+    return f.href(
+        "/workload",
+        cluster=row["cluster"],
+        namespace=row["namespace"],
+        kind=row["workload_kind"],
+        name=row["workload"],
+    )
 
 
 def unit_address(unit: Mapping[str, Any]) -> dict[str, str]:

@@ -68,16 +68,17 @@ def window_days(f: Filters) -> int:
     return int(WINDOWS[f.window])
 
 
-def cost_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
-    """The per (window day, GPU unit, pod) cost rows of the window and filters."""
+def cost_rows(snap: Snapshot, f: Filters, skip_days: int = 0) -> pd.DataFrame:
+    """The per (window day, GPU unit, pod) cost rows of the window and filters; with
+    ``skip_days``, of the window as long that ends that many days earlier."""
 
     def compute() -> pd.DataFrame:
         rows = snap.cost
-        days = rows["day"].to_numpy()
-        mask = (days < window_days(f)) & filter_mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        days = rows["day"].to_numpy() - skip_days
+        mask = (days >= 0) & (days < window_days(f)) & filter_mask(rows, f, ROW_FILTERS)
         return pd.DataFrame(rows[mask])
 
-    return snap.memo(("cost_rows", f), compute)
+    return snap.memo(("cost_rows", f, skip_days), compute)
 
 
 def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:
@@ -177,7 +178,8 @@ def coverage(snap: Snapshot, f: Filters) -> pd.DataFrame:
     return snap.memo(("coverage", f), compute)
 
 
-def _ratio(a: float, b: float) -> float:
+def pct_of(a: float, b: float) -> float:
+    """``a`` as a percentage of ``b`` (NaN where ``b`` is not positive)."""
     return 100.0 * a / b if b > 0 else math.nan
 
 
@@ -195,8 +197,8 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
             gpu_units=int(rows.loc[rows[c.GPU_HOURS] > 0, "gpu_id"].nunique()),
             capacity_gpu_hours=float(total[c.CAPACITY_GPU_HOURS]),
             allocated_gpu_hours=float(total[c.ALLOCATED_GPU_HOURS]),
-            allocated_pct=_ratio(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
-            efficiency_pct=_ratio(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
+            allocated_pct=pct_of(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
+            efficiency_pct=pct_of(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
             total_cost_usd=float(total[c.CAPACITY_COST_USD]),
             allocated_cost_usd=float(total[c.ALLOCATED_COST_USD]),
             idle_cost_usd=float(total[c.IDLE_COST_USD]),
@@ -253,7 +255,7 @@ def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         recs = window_recommendations(snap, f.window)
-        return recs[filter_mask(recs, f, _FILTER_COLUMNS + _POD_FILTERS)].reset_index(drop=True)
+        return recs[filter_mask(recs, f, ROW_FILTERS)].reset_index(drop=True)
 
     return snap.memo(("recommendations_for", f), compute)
 
@@ -348,7 +350,7 @@ def capacity_series(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         rows = hourly_rows(snap, f)
-        mask = filter_mask(rows, f, _FILTER_COLUMNS + _POD_FILTERS)
+        mask = filter_mask(rows, f, ROW_FILTERS)
         start, end = window_bounds(snap, f)
         buckets = np.arange(max(start, snap.span_start_ts), end, HOUR_S, dtype="int64")
         hours = _bucket_hours(snap, buckets, HOUR_S)

@@ -3,7 +3,6 @@ chosen one, of the same length and under the same filters (``?compare=previous``
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +11,7 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import ROW_FILTERS, filter_mask, sums, window_bounds, window_days
+from gpuwatch.app.views import cost_rows, pct_of, sums, window_bounds, window_days
 from gpuwatch.domain.durations import DAY_S
 
 #: The URL's query parameter and the value that turns the comparison on.
@@ -32,10 +31,6 @@ class Period:
     efficiency_pct: float
 
 
-def _pct(a: float, b: float) -> float:
-    return 100.0 * a / b if b > 0 else math.nan
-
-
 def _period(rows: pd.DataFrame, start_ts: int, end_ts: int) -> Period:
     total = sums(rows, []).iloc[0]
     return Period(
@@ -44,8 +39,8 @@ def _period(rows: pd.DataFrame, start_ts: int, end_ts: int) -> Period:
         total_cost_usd=float(total[c.CAPACITY_COST_USD]),
         idle_cost_usd=float(total[c.IDLE_COST_USD]),
         unallocated_cost_usd=float(total[c.UNALLOCATED_COST_USD]),
-        allocated_pct=_pct(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
-        efficiency_pct=_pct(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
+        allocated_pct=pct_of(total[c.ALLOCATED_GPU_HOURS], total[c.CAPACITY_GPU_HOURS]),
+        efficiency_pct=pct_of(total[c.USED_GPU_HOURS], total[c.ALLOCATED_GPU_HOURS]),
     )
 
 
@@ -63,10 +58,7 @@ def previous_period(snap: Snapshot, f: Filters) -> Period | str:
         return f"no previous period: the dashboard reads the last {kept} days"
 
     def compute() -> Period:
-        rows = snap.cost
-        day = rows["day"].to_numpy()
-        mask = (day >= days) & (day < 2 * days) & filter_mask(rows, f, ROW_FILTERS)
-        return _period(pd.DataFrame(rows[mask]), previous, start)
+        return _period(cost_rows(snap, f, skip_days=days), previous, start)
 
     return snap.memo(("previous_period", f), compute)
 

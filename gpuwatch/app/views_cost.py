@@ -4,7 +4,9 @@ stacks them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,9 +14,11 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.analytics.timeline import COST_USD, UNALLOCATED, stack
+from gpuwatch.app.components import records_of
 from gpuwatch.app.data import Filters, Snapshot
+from gpuwatch.app.links import workload_href
 from gpuwatch.app.rollup import day_index
-from gpuwatch.app.views import ROW_FILTERS, filter_mask, hourly_rows, window_bounds, window_days
+from gpuwatch.app.views import ROW_FILTERS, filter_mask, hourly_rows, window_days
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_labels import load_node_pools, load_pod_label
@@ -99,14 +103,13 @@ def _pod_label(snap: Snapshot, key: str) -> pd.Series:
     return pd.Series(dtype=object) if snap.engine is None else load_pod_label(snap.engine, key)
 
 
-def _href(f: Filters, by: str, row: pd.Series) -> str | None:
+def _href(f: Filters, by: str, row: Mapping[str, Any]) -> str | None:
     if by == "team":
         return f.with_(team=row["team"]).href("/teams")
     if by == "namespace":
         return f.with_(cluster=row["cluster"], namespace=row["namespace"]).href("/workloads")
     if by == "workload":
-        keys = {k: row[k] for k in ("cluster", "namespace")}
-        return f.href("/workload", **keys, kind=row["workload_kind"], name=row["workload"])
+        return workload_href(f, row)
     if by == "gpu_model":
         return f.with_(model=row["gpu_model"]).href("/gpus")
     if by == "cluster":
@@ -120,8 +123,6 @@ def cost_timeline(snap: Snapshot, f: Filters, by: str, pools: list[str]) -> Cost
     def compute() -> CostTimeline:
         rows = hourly_rows(snap, f)
         rows = rows[filter_mask(rows, f, ROW_FILTERS)]
-        start, _ = window_bounds(snap, f)
-        rows = rows[rows["ts"].to_numpy() >= start]
         m = sample_measures(rows, snap.policy.idle_threshold_ratio)
         held = rows["pod_id"].to_numpy() != NO_POD
         names = _labels(snap, rows, by, pools).where(held, UNALLOCATED)
@@ -134,7 +135,7 @@ def cost_timeline(snap: Snapshot, f: Filters, by: str, pools: list[str]) -> Cost
             }
         )
         firsts = rows.assign(group=names.to_numpy(dtype=object)).drop_duplicates("group")
-        hrefs = {str(r["group"]): _href(f, by, r) for _, r in firsts.iterrows()}
+        hrefs = {str(r["group"]): _href(f, by, r) for r in records_of(firsts)}
         hrefs[UNALLOCATED] = None
         return CostTimeline(stack(costs), hrefs, size)
 

@@ -18,10 +18,9 @@ from gpuwatch.app.components import breadcrumbs, card, empty_state, records_of, 
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import gpu_history_figure
-from gpuwatch.app.links import find_unit
+from gpuwatch.app.links import find_unit, workload_href
 from gpuwatch.app.pages.gpus import node_href
 from gpuwatch.app.pages.node import node_trail
-from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views_gpu import unit_label
 from gpuwatch.app.views_pod import pod_href
 from gpuwatch.app.views_store import gpu_history

@@ -17,9 +17,8 @@ from gpuwatch.app.components import breadcrumbs, card, empty_state, records_of, 
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import heatmap_figure
-from gpuwatch.app.links import gpu_href
+from gpuwatch.app.links import gpu_href, workload_href
 from gpuwatch.app.pages.gpus import HEALTH_COLUMNS, health_alerts
-from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views import window_bounds
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 from gpuwatch.app.views_pod import pod_href

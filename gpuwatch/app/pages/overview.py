@@ -24,7 +24,7 @@ from gpuwatch.app.components import (
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
-from gpuwatch.app.pages.workloads import workload_href
+from gpuwatch.app.links import workload_href
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
 from gpuwatch.app.views_compare import (
     COMPARE_PARAM,

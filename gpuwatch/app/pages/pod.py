@@ -19,9 +19,8 @@ from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.figures import per_gpu_figure
 from gpuwatch.app.figures_pod import phase_figure
-from gpuwatch.app.links import gpu_href
+from gpuwatch.app.links import gpu_href, workload_href
 from gpuwatch.app.pages.workload import GPU_COLUMNS, workload_trail
-from gpuwatch.app.pages.workloads import workload_href
 from gpuwatch.app.views_gpu import WorkloadKey, workload_gpus, workload_series
 from gpuwatch.app.views_pod import PodKey, pod_cost, pod_records
 

@@ -26,7 +26,7 @@ from gpuwatch.app.evidence import (
     evidence_columns,
     rest_text,
 )
-from gpuwatch.app.pages.workloads import workload_href
+from gpuwatch.app.links import workload_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import best_savings, data_hours, options, recommendations
 from gpuwatch.domain.words import counted

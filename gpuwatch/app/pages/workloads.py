@@ -13,6 +13,7 @@ from gpuwatch.app import grid
 from gpuwatch.app.components import no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.links import workload_href
 from gpuwatch.app.views import data_hours, options, workloads
 
 PAGE, PATH, TITLE = "workloads", "/workloads", "Workloads"
@@ -32,16 +33,6 @@ COLUMNS = [
     grid.money_column("est_monthly_savings_usd"),
 ]
 grid.register("workloads-table")
-
-
-def workload_href(f: Filters, row: dict[str, Any]) -> str:
-    return f.href(
-        "/workload",
-        cluster=row["cluster"],
-        namespace=row["namespace"],
-        kind=row["workload_kind"],
-        name=row["workload"],
-    )
 
 
 def records(frame: pd.DataFrame, f: Filters) -> list[dict[str, Any]]:
