@@ -16,6 +16,7 @@ from gpuwatch.alerts.recording import (
 from gpuwatch.alerts.recording_budgets import TEAM_BUDGET, TEAM_FORECAST
 from gpuwatch.alerts.recording_scheduling import KSM_GPU_RESOURCES as GPU_RESOURCES
 from gpuwatch.alerts.rules import GPU_TEXT, HOLDER_TEXT, Alert, pct, ratio_pct
+from gpuwatch.domain.durations import DAY_S
 
 
 def namespace_idle_cost(params: RuleParams, d: AlertDefinition) -> Alert:
@@ -110,7 +111,7 @@ def team_budget_forecast(params: RuleParams, d: AlertDefinition) -> Alert:
         "Team {{ $labels.team }} is forecast to spend about "
         '${{ printf "%.2f" $value }} on GPUs this month, above its monthly budget of '
         f"${lookup}: its allocated cost since the first of the month plus the last "
-        f"{d.timing.window_s // 86400} days' cost per hour for the hours left (on-demand prices).",
+        f"{d.timing.window_s // DAY_S} days' cost per hour for the hours left (on-demand prices).",
     )
 
 

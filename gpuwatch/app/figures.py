@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.app.figures_held import held_overlay, held_segments
+from gpuwatch.app.figures_held import held_overlay, held_segments, legend_square
 from gpuwatch.app.views_gpu import Heatmap
 from gpuwatch.domain.durations import HOUR_S
 
@@ -194,20 +194,6 @@ UNALLOCATED_BELOW_RATIO = 0.5
 LABEL_EVERY_ROW = 80
 
 
-def _legend_square(name: str, color: str) -> dict[str, Any]:
-    """A legend entry for a colour that a heatmap draws (the heatmap has no legend of its own)."""
-    return {
-        "type": "scatter",
-        "mode": "markers",
-        "x": [None],
-        "y": [None],
-        "name": name,
-        "marker": {"symbol": "square", "size": 12, "color": color},
-        "hoverinfo": "skip",
-        "showlegend": True,
-    }
-
-
 def _row_ticks(nodes: np.ndarray, units: list[str], labels: list[str]) -> dict[str, Any]:
     """Y ticks: every row (``node · unit`` on a node's first row, ``unit`` after) up to
     :data:`LABEL_EVERY_ROW` rows, else each node's name on its first row."""
@@ -265,8 +251,8 @@ def heatmap_figure(hm: Heatmap) -> Figure:
         "%{customdata:.0f}%<extra>click: GPU history</extra>",
     }
     legend = [
-        _legend_square("unallocated (no pod held it)", UNALLOCATED_COLOR),
-        _legend_square("no data", NO_DATA_COLOR),
+        legend_square("unallocated (no pod held it)", UNALLOCATED_COLOR),
+        legend_square("no data", NO_DATA_COLOR),
     ]
     hours = hm.column_s // HOUR_S
     height = int(min(max(320, 12 * len(labels) + 140), 2400))

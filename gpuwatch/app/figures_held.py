@@ -59,6 +59,21 @@ def held_segments(history: pd.DataFrame) -> pd.DataFrame:
     ).astype({"holder": object, "end_ts": "int64"})
 
 
+def legend_square(name: str, color: str, opacity: float = 1.0) -> dict[str, Any]:
+    """A legend entry for a colour the figure draws without a trace of its own (a shaded span,
+    a heatmap's cells): a square marker at no point."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "x": [None],
+        "y": [None],
+        "name": name,
+        "marker": {"symbol": "square", "size": 12, "color": color, "opacity": opacity},
+        "hoverinfo": "skip",
+        "showlegend": True,
+    }
+
+
 @dataclass(frozen=True)
 class Overlay:
     """Shaded spans (layout shapes) and the legend entries that name their pods."""
@@ -102,17 +117,5 @@ def held_overlay(segments: pd.DataFrame, times: Any) -> Overlay:
     named = [(name, color) for name, color in colors.items() if color != OTHER]
     if len(named) < len(colors):
         named.append((f"{len(colors) - len(named)} other pods", OTHER))
-    legend = [
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "x": [None],
-            "y": [None],
-            "name": f"held by {name}",
-            "marker": {"symbol": "square", "size": 12, "color": color, "opacity": 0.5},
-            "hoverinfo": "skip",
-            "showlegend": True,
-        }
-        for name, color in named
-    ]
+    legend = [legend_square(f"held by {name}", color, opacity=0.5) for name, color in named]
     return Overlay(shapes, legend)

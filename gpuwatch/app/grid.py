@@ -241,11 +241,18 @@ def grid(
         className="gw-datagrid",
         style={"width": "100%"},
     )
+    return _with_export(grid_id, table, "The rows that pass the table's filters, in its order")
+
+
+def _with_export(table_id: str, table: Any, what: str, **data: Any) -> html.Div:
+    """``table`` under its **Export CSV** button (id ``<table_id>-export``; ``what``: what the
+    file holds; ``data``: ``data-*`` attributes the browser side reads)."""
     button = html.Button(
         "Export CSV",
-        id=f"{grid_id}{EXPORT_SUFFIX}",
+        id=f"{table_id}{EXPORT_SUFFIX}",
         className="gw-button gw-button-secondary",
-        title="The rows that pass the table's filters, in its order, as CSV",
+        title=f"{what}, as CSV",
+        **data,
     )
     return html.Div(
         [html.Div(button, className="gw-grid-actions"), table], className="gw-table-box"
@@ -285,16 +292,7 @@ def exportable(table: Any, export: Export) -> Any:
         "data-comment": export_comment(export.title, export.window_text, export.filters),
         "data-starts": json.dumps(list(FORMULA_START)),
     }
-    button = html.Button(
-        "Export CSV",
-        id=f"{table_id}{EXPORT_SUFFIX}",
-        className="gw-button gw-button-secondary",
-        title="The table's rows as shown, as CSV",
-        **data,
-    )
-    return html.Div(
-        [html.Div(button, className="gw-grid-actions"), table], className="gw-table-box"
-    )
+    return _with_export(table_id, table, "The table's rows as shown", **data)
 
 
 def register_tables(*table_ids: str) -> None:
