@@ -167,6 +167,10 @@ def test_filter_change_rewrites_the_query() -> None:
     new = filters_to_search(["c1", None, "14d"], ids, "?week=2026-W01&team=old")
     assert new == "?week=2026-W01&cluster=c1&window=14d"
     assert filters_to_search([None, None, "7d"], ids, "") is dash.no_update
+    # Filters as the URL has them, after a page's own parameter: nothing to rewrite (a
+    # rewrite would reorder the query, and one fired on leaving the page would drop filters).
+    assert filters_to_search([None, None, "3d"], ids, "?window=3d&by=namespace") is dash.no_update
+    assert filters_to_search([None, None, None], ids, "?compare=previous") is dash.no_update
     assert search_with("?id=3", {"window": "bogus"}) == "?id=3&window=bogus"
 
 

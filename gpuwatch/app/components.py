@@ -132,12 +132,26 @@ def with_param(search: str | None, name: str, value: str | None) -> str:
 def filters_to_search(
     values: list[str | None], ids: list[dict[str, str]], search: str | None
 ) -> Any:
-    """The callback of the filter bar: the new query string of the URL."""
+    """The callback of the filter bar: the new query string of the URL; no update while every
+    filter already has the URL's value, whatever the order of its parameters (a page's own
+    parameter, such as Cost over time's ``by``, may come after the filters)."""
     changes = {i["name"]: v for i, v in zip(ids, values, strict=True) if i["name"] in FILTER_NAMES}
     if "window" in changes and changes["window"] not in WINDOWS:
         changes["window"] = DEFAULT_WINDOW
+    if _as_in_url(search, changes):
+        return dash.no_update
     new = search_with(search, changes)
     return dash.no_update if new == (search or "") else new
+
+
+def _as_in_url(search: str | None, changes: Mapping[str, str | None]) -> bool:
+    """Whether each filter of ``changes`` has the value the query string gives it."""
+    current = dict(parse_qsl((search or "").lstrip("?")))
+    for name, value in changes.items():
+        shown = current.get(name) or (DEFAULT_WINDOW if name == "window" else None)
+        if (value or None) != shown:
+            return False
+    return True
 
 
 dash.callback(
