@@ -10,7 +10,9 @@ request costs the server):
   from a fresh page cache, warm-up redone untimed);
 - ``first load, no warm-up``: the same before the warm-up has run (right after new data);
 - ``filter change``: a request for filters not seen before (cluster, team, namespace, GPU
-  model, time window), with the snapshot warm.
+  model, time window), with the snapshot warm;
+- ``store cost sums``: the store summing one window's cost rows, uncached (daily sums for its
+  whole finished days, hourly rows for the rest; the first sample also builds missing days).
 
 Prints p50 (median), p95 and max in milliseconds per row, the snapshot's build time, its
 frames' size, and the process's peak RSS after the build and at the end.
@@ -37,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot  # noqa: E402
 from gpuwatch.app.server import create_app  # noqa: E402
-from gpuwatch.app.views import options, workloads  # noqa: E402
+from gpuwatch.app.views import options, span_cost_rows, window_bounds, workloads  # noqa: E402
 from gpuwatch.config import Settings  # noqa: E402
 from gpuwatch.store.engine import make_engine  # noqa: E402
 
@@ -89,7 +91,7 @@ def rss_mib() -> float:
 
 
 def frames_mib(snap: Snapshot) -> float:
-    frames = (snap.hourly, snap.cost, snap.gpu, snap.gaps, snap.units, snap.pods)
+    frames = (snap.hourly, snap.gpu, snap.gaps, snap.units, snap.pods)
     return sum(float(f.memory_usage(index=True, deep=True).sum()) for f in frames) / 2**20
 
 
@@ -106,6 +108,17 @@ def detail_queries(snap: Snapshot) -> dict[str, dict[str, str]]:
         "node": {"cluster": str(unit["cluster"]), "name": str(unit["node"])},
         "gpu": {"id": str(int(unit["gpu_id"]))},
     }
+
+
+def store_sums(snap: Snapshot, window: str, samples: int) -> list[float]:
+    """Times the store takes to sum a window's cost rows (daily sums for whole finished days,
+    hourly rows for the rest), uncached: the first of them also builds missing days."""
+    start, end = window_bounds(snap, Filters(window=window))
+    values = []
+    for _ in range(samples):
+        snap.forget()
+        values.append(timed(lambda: span_cost_rows(snap, start, end)))
+    return values
 
 
 def filter_changes(snap: Snapshot) -> list[dict[str, str]]:
@@ -137,7 +150,7 @@ def run(db: str, samples: int) -> None:
         queries = {name: {} for name in PAGES} | detail_queries(snap)
         print(
             f"store: {db}: {snap.marker.last_ts} last sample, {len(snap.units)} GPU units, "
-            f"{len(snap.hourly):,} hourly rows, {len(snap.cost):,} daily cost rows"
+            f"{len(snap.hourly):,} hourly rows, {len(snap.gpu):,} daily GPU rows"
         )
         print(
             f"snapshot build (background, once per data version): {build_s:.2f} s; "
@@ -149,6 +162,8 @@ def run(db: str, samples: int) -> None:
             f"RSS after it {rss_mib():.0f} MiB\n"
         )
         print(f"{'page / action':<44} {'n':>4} {'p50':>9} {'p95':>9} {'max':>9}  (ms)")
+        for window in WINDOWS:
+            print(row(f"store cost sums: {window} window", store_sums(snap, window, samples)))
         cold: dict[str, list[float]] = {name: [] for name in PAGES}
         first: dict[str, list[float]] = {name: [] for name in PAGES}
         for _ in range(samples):

@@ -15,7 +15,8 @@ NODE_ATTRIBUTION = "node"
 _POD_FIELDS = ("namespace", "pod", "workload_kind", "workload", "team")
 
 
-def _candidate_nodes(samples: pd.DataFrame, pods: pd.DataFrame) -> list[tuple[str, str]]:
+def candidate_nodes(samples: pd.DataFrame, pods: pd.DataFrame) -> list[tuple[str, str]]:
+    """(cluster, node) of the nodes whose samples carry no pod while GPU pods ran there."""
     labelled = samples.loc[samples["pod"].notna(), ["cluster", "node"]].drop_duplicates()
     seen = samples[["cluster", "node"]].drop_duplicates()
     running = pods.loc[pods["gpu_count"].gt(0) & pods["started_ts"].notna() & pods["node"].notna()]
@@ -75,7 +76,7 @@ def attribute_node_level(samples: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFr
     if samples.empty or pods.empty:
         return samples
     found: list[pd.DataFrame] = []
-    for cluster, node in _candidate_nodes(samples, pods):
+    for cluster, node in candidate_nodes(samples, pods):
         rows = samples.index[samples["cluster"].eq(cluster) & samples["node"].eq(node)]
         node_pods = pods[pods["cluster"].eq(cluster) & pods["node"].eq(node)]
         node_pods = node_pods[node_pods["gpu_count"].gt(0) & node_pods["started_ts"].notna()]

@@ -68,10 +68,20 @@ def forecast(rows: pd.DataFrame, now_ts: int, budgets: Mapping[str, float]) -> p
     team with cost in either span, and every team with a budget; a team without a budget has
     NaN budget and percentage. Sorted by forecast share of budget, then forecast, highest first.
     """
-    month_start, month_end = month_bounds(now_ts)
+    month_start = month_bounds(now_ts)[0]
     rows = rows.astype({"team": object})
     spent = _per_team(rows, month_start, now_ts)
     recent = _per_team(rows, now_ts - RUN_RATE_DAYS * DAY_S, now_ts)
+    return forecast_from(spent, recent, now_ts, budgets)
+
+
+def forecast_from(
+    spent: pd.Series, recent: pd.Series, now_ts: int, budgets: Mapping[str, float]
+) -> pd.DataFrame:
+    """:func:`forecast` from each team's allocated cost summed already: ``spent`` over the
+    month to ``now_ts``, ``recent`` over the last :data:`RUN_RATE_DAYS` days (both indexed by
+    team)."""
+    month_end = month_bounds(now_ts)[1]
     teams = sorted({*map(str, spent.index), *map(str, recent.index), *budgets})
     out = pd.DataFrame({"team": pd.Series(teams, dtype=object)})
     out[BUDGET_USD] = [float(budgets[t]) if t in budgets else np.nan for t in teams]

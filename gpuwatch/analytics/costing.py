@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.attribution import attribute_node_level
+from gpuwatch.analytics.attribution import attribute_node_level, candidate_nodes
 from gpuwatch.domain.allocation import gpu_share
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import DCGM_ONLY_ATTRIBUTION
@@ -79,6 +79,22 @@ def drop_gpuless_pods(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.Da
         gpuless = listed.loc[listed["gpu_count"].eq(0), "pod_id"]
         mask |= samples["pod_id"].isin(gpuless).fillna(False).astype(bool)
     return _clear_identity(samples, mask)
+
+
+def node_level_units(samples: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
+    """``gpu_id`` of the units that node-level attribution may give to pods (their node's
+    samples carry no pod while GPU pods ran there): :func:`prepare` needs their samples by
+    time, where the other units' can be summed over any span first."""
+    if samples.empty or pods.empty:
+        return np.zeros(0, dtype="int64")
+    nodes = candidate_nodes(drop_gpuless_pods(samples, pods), pods)
+    if not nodes:
+        return np.zeros(0, dtype="int64")
+    keys = pd.MultiIndex.from_arrays(
+        [samples["cluster"].astype(object), samples["node"].astype(object)]
+    )
+    on_node = keys.isin(nodes)
+    return np.unique(samples.loc[on_node, "gpu_id"].to_numpy(dtype="int64"))
 
 
 def cost_samples(samples: pd.DataFrame, price_book: PriceBook) -> pd.DataFrame:

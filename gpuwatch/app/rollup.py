@@ -5,9 +5,10 @@ Pure: costed hourly rows (:func:`gpuwatch.store.repository.load_hourly_samples` 
 
 - :func:`compact`: the hourly rows themselves, one per (hour, GPU unit, pod), with only the
   columns the pages and recommendations read, in small dtypes;
-- :func:`cost_daily`: per (window day, GPU unit, pod) the cost model's sums
+- :func:`cost_sums`: per (day, GPU unit, pod) the cost model's sums
   (:func:`summary.sample_measures`, which honours the roll-ups' exact idle shares), so any
-  window of whole days sums to exactly what the analytics compute for it;
+  window sums to exactly what the analytics compute for it (:mod:`gpuwatch.app.window_costs`
+  sums the store's daily sums with it);
 - :func:`gpu_daily`: per (window day, GPU unit) utilization, data hours, peaks and signal;
 - :func:`hour_gaps`: the hours in which a unit has fewer samples than its step implies.
 
@@ -23,6 +24,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
+from gpuwatch.domain.allocation import DRA
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
 
@@ -175,16 +177,17 @@ def _labels(hourly: pd.DataFrame, key: str, names: tuple[str, ...]) -> pd.DataFr
     return hourly.drop_duplicates(key)[[key, *names]].reset_index(drop=True)
 
 
-def cost_daily(hourly: pd.DataFrame, end_ts: int, idle_threshold_ratio: float) -> pd.DataFrame:
-    """Per (window day, GPU unit, pod): the cost model's sums, labelled with unit and pod text.
-
-    Unallocated rows have ``pod_id`` :data:`NO_POD` and no pod text.
-    """
+def cost_sums(
+    rows: pd.DataFrame, day_name: str, days: np.ndarray, idle_threshold_ratio: float
+) -> pd.DataFrame:
+    """Per (day, GPU unit, pod) of compacted costed rows: the cost model's sums, labelled with
+    unit and pod text; ``days`` (named ``day_name``) gives each row's day."""
+    hourly = rows
     frame = pd.DataFrame(measures(hourly, idle_threshold_ratio))
-    frame["day"] = day_index(hourly["ts"].to_numpy(), end_ts)
+    frame[day_name] = days
     frame["gpu_id"] = hourly["gpu_id"].to_numpy(dtype="int64")
     frame["pod_id"] = hourly["pod_id"].to_numpy(dtype="int64")
-    out = frame.groupby(["day", "gpu_id", "pod_id"], sort=True)[list(COST_SUMS)].sum()
+    out = frame.groupby([day_name, "gpu_id", "pod_id"], sort=True)[list(COST_SUMS)].sum()
     out = out.reset_index()
     out = out.merge(_labels(hourly, "gpu_id", ("cluster", "node", "gpu_model")), how="left")
     pods = _labels(hourly[hourly["pod_id"] != NO_POD], "pod_id", POD_TEXT)
@@ -195,6 +198,30 @@ def cost_daily(hourly: pd.DataFrame, end_ts: int, idle_threshold_ratio: float) -
         if not isinstance(out[name].dtype, pd.CategoricalDtype):
             out[name] = out[name].astype(object).astype("category")
     return out
+
+
+#: Text columns of the cost rows: the unit's, its allocation mode, the pod's.
+COST_TEXT = ("cluster", "node", "gpu_model", "allocation", *POD_TEXT)
+
+
+def empty_cost_rows() -> pd.DataFrame:
+    """Cost rows (:func:`cost_sums` per UTC day ``day_ts``) of nothing."""
+    frame = pd.DataFrame(
+        {name: pd.Series(dtype="int64") for name in ("day_ts", "gpu_id", "pod_id")}
+    )
+    for name in COST_SUMS:
+        frame[name] = pd.Series(dtype="float64")
+    for name in COST_TEXT:
+        frame[name] = pd.Series(dtype=object).astype("category")
+    return frame
+
+
+def allocation_modes(units: pd.DataFrame, pods: pd.DataFrame) -> pd.Series:
+    """How the units can be held: each unit's mode, and ``dra`` where a pod held one by claim
+    (as :func:`~gpuwatch.store.repository.load_hourly_samples` labels its rows)."""
+    modes = units["allocation"].astype(object)
+    claimed = pods.loc[pods["allocation"].astype(object).eq(DRA), "allocation"].astype(object)
+    return pd.concat([modes, claimed], ignore_index=True)
 
 
 def unit_steps(hourly: pd.DataFrame) -> pd.Series:

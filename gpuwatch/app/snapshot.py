@@ -58,9 +58,9 @@ class Snapshot:
 
     ``hourly``: every costed hourly row of the span (one per hour, GPU unit and pod), sorted
     by ``ts``, as :func:`~gpuwatch.app.rollup.stored` keeps them (read them with
-    :meth:`hourly_between`); ``cost`` and ``gpu``: their sums per window day
-    (:mod:`gpuwatch.app.rollup`); ``gaps``: the hours in which a unit has fewer samples than
-    its step implies.
+    :meth:`hourly_between`); ``gpu``: their sums per window day (:mod:`gpuwatch.app.rollup`);
+    ``gaps``: the hours in which a unit has fewer samples than its step implies. Cost figures
+    are not kept here: the store sums them per window (:mod:`gpuwatch.app.window_costs`).
     ``first_ts`` is the first instant with data in the store, roll-ups included (older than
     ``marker.first_ts`` once raw samples have been compacted).
     """
@@ -75,7 +75,6 @@ class Snapshot:
     nodes: pd.DataFrame
     collection: pd.DataFrame
     hourly: pd.DataFrame
-    cost: pd.DataFrame
     gpu: pd.DataFrame
     gaps: pd.DataFrame
     price_book: PriceBook
@@ -187,7 +186,6 @@ def _empty_snapshot(
         nodes=repository.load_nodes(engine),
         collection=repository.load_collection_state(engine),
         hourly=rollup.empty_hourly(),
-        cost=_frame(("day", "gpu_id", "pod_id", *rollup.COST_SUMS)),
         gpu=_frame(("day", "gpu_id", "step_s", *rollup.GPU_SUMS, *rollup.GPU_PEAKS)),
         gaps=_frame(("gpu_id", "hour_ts", "missing_s")),
         price_book=price_book,
@@ -198,26 +196,24 @@ def _empty_snapshot(
 @dataclass(frozen=True)
 class _Frames:
     hourly: pd.DataFrame
-    cost: pd.DataFrame
     gpu: pd.DataFrame
 
 
 def read_frames(
     engine: Engine,
     pods: pd.DataFrame,
-    policy: AnalyticsPolicy,
     price_book: PriceBook,
     *,
     start_ts: int,
     end_ts: int,
 ) -> _Frames:
-    """The costed hourly rows of ``[start_ts, end_ts)`` and their daily sums.
+    """The costed hourly rows of ``[start_ts, end_ts)`` and their sums per unit and window day.
 
     Read, costed and summed in chunks of :data:`CHUNK_DAYS` days counted back from ``end_ts``:
     chunks hold whole window days, and the default window is one chunk (node-level attribution
     is decided over it, as ``gpuwatch recommend`` decides it over its window).
     """
-    hourly, cost, gpu = [], [], []
+    hourly, gpu = [], []
     chunk_s = CHUNK_DAYS * DAY_S
     for chunk_end in range(end_ts, start_ts, -chunk_s):
         samples = repository.load_hourly_samples(
@@ -227,14 +223,10 @@ def read_frames(
             rows = rollup.compact(prepare(samples, pods, price_book))
             del samples
             hourly.append(rollup.stored(rows))
-            cost.append(rollup.cost_daily(rows, end_ts, policy.idle_threshold_ratio))
             gpu.append(rollup.gpu_daily(rows, end_ts))
         release_memory()
     return _Frames(
         hourly=rollup.concat_parts(hourly[::-1], rollup.empty_hourly()),
-        cost=rollup.concat_parts(
-            cost[::-1], _frame(("day", "gpu_id", "pod_id", *rollup.COST_SUMS))
-        ),
         gpu=rollup.concat_parts(
             gpu[::-1], _frame(("day", "gpu_id", *rollup.GPU_SUMS, *rollup.GPU_PEAKS))
         ),
@@ -281,7 +273,7 @@ def build_snapshot(
     pods = repository.load_pods(engine)
     units = _labelled_units(engine, price_book)
     frames = read_frames(
-        engine, pods, policy, price_book, start_ts=end_ts - span_days * DAY_S, end_ts=end_ts
+        engine, pods, price_book, start_ts=end_ts - span_days * DAY_S, end_ts=end_ts
     )
     hourly = frames.hourly
     start_ts = int(hourly["ts"].min()) if len(hourly) else marker.first_ts
@@ -299,7 +291,6 @@ def build_snapshot(
         nodes=repository.load_nodes(engine),
         collection=repository.load_collection_state(engine),
         hourly=hourly,
-        cost=frames.cost,
         gpu=gpu.astype({"step_s": "int64"}),
         gaps=rollup.hour_gaps(hourly, units, steps, start_ts, end_ts),
         price_book=price_book,

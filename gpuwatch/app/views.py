@@ -25,7 +25,8 @@ from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import WINDOWS, Filters, Snapshot
-from gpuwatch.app.rollup import COST_SUMS, pending_series
+from gpuwatch.app.rollup import COST_SUMS, allocation_modes, empty_cost_rows, pending_series
+from gpuwatch.app.window_costs import window_cost_rows
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
@@ -68,15 +69,33 @@ def window_days(f: Filters) -> int:
     return int(WINDOWS[f.window])
 
 
+def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The per (UTC day ``day_ts``, GPU unit, pod) cost rows of ``[start_ts, end_ts)``, summed
+    by the store (:func:`~gpuwatch.app.window_costs.window_cost_rows`); never modify them."""
+
+    def compute() -> pd.DataFrame:
+        if snap.engine is None or snap.empty:
+            return empty_cost_rows()
+        return window_cost_rows(
+            snap.engine,
+            snap.pods,
+            snap.price_book,
+            snap.policy.idle_threshold_ratio,
+            (start_ts, end_ts),
+            snap.end_ts,
+        )
+
+    return snap.memo(("span_cost_rows", start_ts, end_ts), compute)
+
+
 def cost_rows(snap: Snapshot, f: Filters, skip_days: int = 0) -> pd.DataFrame:
-    """The per (window day, GPU unit, pod) cost rows of the window and filters; with
+    """The per (UTC day, GPU unit, pod) cost rows of the window and filters; with
     ``skip_days``, of the window as long that ends that many days earlier."""
 
     def compute() -> pd.DataFrame:
-        rows = snap.cost
-        days = rows["day"].to_numpy() - skip_days
-        mask = (days >= 0) & (days < window_days(f)) & filter_mask(rows, f, ROW_FILTERS)
-        return pd.DataFrame(rows[mask])
+        start, end = window_bounds(snap, f)
+        rows = span_cost_rows(snap, start - skip_days * DAY_S, end - skip_days * DAY_S)
+        return pd.DataFrame(rows[filter_mask(rows, f, ROW_FILTERS)])
 
     return snap.memo(("cost_rows", f, skip_days), compute)
 
@@ -390,7 +409,7 @@ def options(snap: Snapshot, f: Filters) -> Options:
             teams=_sorted_text(pods["team"]),
             namespaces=_sorted_text(narrowed["namespace"]),
             models=_sorted_text(snap.units["gpu_model"]),
-            allocations=_sorted_text(snap.cost["allocation"]),
+            allocations=_sorted_text(allocation_modes(snap.units, snap.pods)),
         )
 
     return snap.memo(("options", f.cluster, f.team), compute)

@@ -45,17 +45,13 @@ def _period(rows: pd.DataFrame, start_ts: int, end_ts: int) -> Period:
 
 
 def previous_period(snap: Snapshot, f: Filters) -> Period | str:
-    """The figures of the window before ``f``'s, or why there are none (the reason as text):
-    the store must hold data from the previous window's start on, and the dashboard reads
-    the last 31 days (so a 30-day window has none)."""
+    """The figures of the window before ``f``'s, summed by the store, or why there are none
+    (the reason as text): the store must hold data from the previous window's start on."""
     days = window_days(f)
     start, _ = window_bounds(snap, f)
     previous = start - days * DAY_S
     if snap.first_ts is None or snap.first_ts > previous:
         return f"no previous period: the data starts after {fmt.when(previous)}"
-    if previous < snap.span_start_ts:
-        kept = (snap.end_ts - snap.span_start_ts) // DAY_S
-        return f"no previous period: the dashboard reads the last {kept} days"
 
     def compute() -> Period:
         return _period(cost_rows(snap, f, skip_days=days), previous, start)

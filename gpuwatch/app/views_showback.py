@@ -13,11 +13,11 @@ from collections.abc import Mapping
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.budgets import forecast, reads_from
+from gpuwatch.analytics.budgets import RUN_RATE_DAYS, forecast_from, month_bounds
 from gpuwatch.analytics.showback import spread_unallocated, with_shares
-from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import breakdown
+from gpuwatch.app.views import breakdown, span_cost_rows
+from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.frames import NO_POD
 
 
@@ -41,16 +41,15 @@ def team_budgets(snap: Snapshot, budgets: Mapping[str, float]) -> pd.DataFrame:
     whole store (every cluster), at the end of the data (docs/cost-model.md#budgets)."""
 
     def compute() -> pd.DataFrame:
-        rows = snap.hourly_between(reads_from(snap.end_ts), snap.end_ts)
-        rows = rows[rows["pod_id"] != NO_POD]
-        cost = sample_measures(rows, snap.policy.idle_threshold_ratio)[c.ALLOCATED_COST_USD]
-        hourly = pd.DataFrame(
-            {
-                "ts": rows["ts"].to_numpy(dtype="int64"),
-                "team": rows["team"].astype(object).to_numpy(),
-                c.ALLOCATED_COST_USD: cost,
-            }
-        )
-        return forecast(hourly, snap.end_ts, budgets)
+        end = snap.end_ts
+        spent = _team_cost(span_cost_rows(snap, month_bounds(end)[0], end))
+        recent = _team_cost(span_cost_rows(snap, end - RUN_RATE_DAYS * DAY_S, end))
+        return forecast_from(spent, recent, end, budgets)
 
     return snap.memo(("team_budgets", tuple(sorted(budgets.items()))), compute)
+
+
+def _team_cost(rows: pd.DataFrame) -> pd.Series:
+    """Allocated cost per team of cost rows."""
+    held = rows[rows["pod_id"] != NO_POD].astype({"team": object})
+    return held.groupby("team", sort=True)[c.ALLOCATED_COST_USD].sum()

@@ -382,6 +382,7 @@ class RollupState(Base):
 
 # The health roll-up's table lives in its own module; importing it here registers it on
 # ``Base.metadata`` wherever the models are loaded.
+from gpuwatch.store import models_daily as models_daily  # noqa: E402, PLC0414
 from gpuwatch.store import models_health as models_health  # noqa: E402, PLC0414
 from gpuwatch.store import models_lease as models_lease  # noqa: E402, PLC0414
 from gpuwatch.store import models_scheduling as models_scheduling  # noqa: E402, PLC0414

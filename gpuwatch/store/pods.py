@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 
 from sqlalchemy import Connection, delete, func, select, update
 
-from gpuwatch.store import rollup
-from gpuwatch.store.models import GpuSample, GpuSampleHourly, Pod
+from gpuwatch.store import daily, rollup
+from gpuwatch.store.models import HOUR_S, GpuSample, GpuSampleHourly, Pod
 from gpuwatch.store.writer import table_of
 
 #: Pod ids per IN (...) list.
@@ -70,6 +70,13 @@ def _sample_span(conn: Connection, pod_id: int) -> tuple[int | None, int | None]
 def _move(conn: Connection, old_id: int, new_id: int) -> None:
     """Samples and roll-ups of pod ``old_id`` become ``new_id``'s; the old row goes."""
     conn.execute(update(GpuSample).where(GpuSample.pod_id == old_id).values(pod_id=new_id))
+    span = conn.execute(
+        select(func.min(GpuSampleHourly.hour_ts), func.max(GpuSampleHourly.hour_ts)).where(
+            GpuSampleHourly.pod_id == old_id
+        )
+    ).one()
+    if span[0] is not None:  # hours past the raw retention too: their daily sums name old_id
+        daily.invalidate_range(conn, int(span[0]), int(span[1]) + HOUR_S)
     conn.execute(
         update(GpuSampleHourly).where(GpuSampleHourly.pod_id == old_id).values(pod_id=new_id)
     )

@@ -185,15 +185,24 @@ def load_samples(
 
 
 def _fetch_window(
-    engine: Engine, table: str, column: str, fields: list[str], start_ts: int, end_ts: int
+    engine: Engine,
+    table: str,
+    column: str,
+    fields: list[str],
+    start_ts: int,
+    end_ts: int,
+    gpu_ids: list[int] | None = None,
 ) -> np.ndarray:
-    """``fields`` of ``table``'s rows with ``start_ts <= column < end_ts``, as one float matrix
-    read straight from the driver (no per-row objects beyond the driver's tuples)."""
+    """``fields`` of ``table``'s rows with ``start_ts <= column < end_ts`` (and, given
+    ``gpu_ids``, of those units only), as one float matrix read straight from the driver (no
+    per-row objects beyond the driver's tuples)."""
     mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
     sql = (
         f"SELECT {', '.join(fields)} FROM {table} "  # noqa: S608
         f"WHERE {column} >= {mark} AND {column} < {mark}"
     )
+    if gpu_ids is not None:
+        sql += f" AND gpu_id IN ({', '.join(str(int(i)) for i in gpu_ids) or 'NULL'})"
     with engine.connect() as conn:
         cursor = conn.connection.cursor()
         try:
@@ -224,9 +233,15 @@ _HOURLY_HEALTH = ("power_w_sum", "power_n", "temp_max_c", "xid")
 
 
 def load_hourly_samples(
-    engine: Engine, start_ts: int, end_ts: int, *, health: bool = True
+    engine: Engine,
+    start_ts: int,
+    end_ts: int,
+    *,
+    health: bool = True,
+    gpu_ids: list[int] | None = None,
 ) -> pd.DataFrame:
-    """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows.
+    """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows
+    (given ``gpu_ids``, of those GPU units only).
 
     One row per (hour, GPU unit, pod): ``ts`` is the hour, ``step_s`` the seconds with a
     utilization reading, ``util_ratio`` their mean, ``idle_ratio`` their idle share,
@@ -236,9 +251,15 @@ def load_hourly_samples(
     """
     fields = [f for f in _HOURLY_SELECT if health or f not in _HOURLY_HEALTH]
     table = GpuSampleHourly.__tablename__
-    m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts)
+    m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts, gpu_ids)
     nan = np.full(len(m), np.nan)
     cols = {name: m[:, fields.index(name)] if name in fields else nan for name in _HOURLY_SELECT}
+    return summed_samples(engine, cols)
+
+
+def summed_samples(engine: Engine, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Rows of summed samples (hourly roll-ups, or daily sums with ``hour_ts`` their day), column
+    by column as :data:`_HOURLY_SELECT` names them, as sample rows with their facts."""
     data_s = cols["data_s"]
     with np.errstate(invalid="ignore", divide="ignore"):
         util = np.where(data_s > 0, cols["used_s"] / data_s, np.nan)

@@ -17,7 +17,7 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.domain.durations import DAY_S
-from gpuwatch.store import partitions, rollup_append, rollup_detail, rollup_health
+from gpuwatch.store import daily, partitions, rollup_append, rollup_detail, rollup_health
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -111,6 +111,7 @@ def roll_up(conn: Connection, start_ts: int, end_ts: int) -> int:
     first, last = hour_floor(int(start_ts)), hour_ceil(int(end_ts))
     hours = (GpuSampleHourly.hour_ts >= first) & (GpuSampleHourly.hour_ts < last)
     conn.execute(delete(GpuSampleHourly).where(hours))
+    daily.invalidate_range(conn, first, last)
     idle_ratio = idle_util_pct(conn) / 100.0
     params = {"idle_ratio": idle_ratio, "start_ts": first, "end_ts": last}
     result = conn.execute(text(_ROLL_UP_SQL), params)
@@ -260,6 +261,7 @@ def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> 
     in_fresh = GpuSampleHourly.hour_ts.in_(fresh_hours_written)
     mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
     conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
+    daily.invalidate(conn, fresh_hours_written)
     idle_ratio = idle_util_pct(conn) / 100.0
     columns = hourly_rows(mine, idle_ratio)
     records = _records(columns)
@@ -285,6 +287,7 @@ def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]
     conn.execute(
         delete(GpuSampleHourly).where(in_hours, GpuSampleHourly.gpu_id.in_(units.tolist()))
     )
+    daily.invalidate(conn, hours)
     columns = {name: merged[name] for name in _HOURLY_NAMES}
     records = _records(columns)
     _insert_rows(conn, list(columns), records)
@@ -337,6 +340,7 @@ def compact(conn: Connection, now_ts: int, raw_keep_s: int, hourly_keep_s: int) 
     dropped = partitions.drop_partitions_before(conn, raw_cut)
     raw = conn.execute(delete(GpuSample).where(GpuSample.ts < raw_cut))
     old = conn.execute(delete(GpuSampleHourly).where(GpuSampleHourly.hour_ts < hourly_cut))
+    daily.drop_before(conn, hourly_cut)
     conn.execute(delete(PodSampleHourly).where(PodSampleHourly.hour_ts < hourly_cut))
     conn.execute(delete(WorkloadSampleHourly).where(WorkloadSampleHourly.hour_ts < hourly_cut))
     rollup_health.delete_before(conn, hourly_cut)

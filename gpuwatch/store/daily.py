@@ -1,0 +1,208 @@
+"""Daily sums of the hourly roll-ups: kept current by the writers, built by the readers.
+
+A window of the pages is summed per (UTC day, GPU unit, pod) from ``gpu_samples_daily`` for its
+whole, finished days and from ``gpu_samples_hourly`` for the rest (docs/storage.md#daily-sums):
+
+- every writer of hourly rows calls :func:`invalidate` for the days it touched, in its own
+  transaction: the day's ``version`` goes up and its sums are deleted;
+- :func:`read_sums` builds the finished days that have no current sums (:func:`build_day`, one
+  transaction per day, guarded by the day's state row), then reads the sums and the remaining
+  hours, and reads again if a writer changed a day meanwhile.
+
+The sums are the same SQL on SQLite and PostgreSQL, and equal the hourly rows' sums exactly
+(integers, and one float sum per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, Engine, delete, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.store.models_daily import GpuDailyState, GpuSampleDaily
+from gpuwatch.store.writer import table_of
+
+#: Columns of :func:`read_sums`, in order.
+SUM_COLUMNS = ("day_ts", "gpu_id", "pod_id", "samples", "data_s", "used_s", "idle_s",
+               "first_ts", "last_ts")  # fmt: skip
+#: Times :func:`read_sums` reads again when writers change the window's days while it reads.
+READ_TRIES = 3
+_DAY = f"(hour_ts / {DAY_S}) * {DAY_S}"
+_HOURLY_SUMS = f"""
+SELECT {_DAY}, gpu_id, pod_id, SUM(samples), SUM(data_s), SUM(used_s), SUM(idle_s),
+    MIN(first_ts), MAX(last_ts)
+FROM gpu_samples_hourly
+WHERE hour_ts >= :start_ts AND hour_ts < :end_ts
+GROUP BY {_DAY}, gpu_id, pod_id
+"""  # noqa: S608 - constants only
+_BUILD = f"INSERT INTO gpu_samples_daily ({', '.join(SUM_COLUMNS)}) {_HOURLY_SUMS}"
+_DAILY = f"""
+SELECT {", ".join(SUM_COLUMNS)} FROM gpu_samples_daily
+WHERE day_ts >= :start_ts AND day_ts < :end_ts
+"""  # noqa: S608 - constants only
+_BUMP = """
+INSERT INTO gpu_daily_state (day_ts, version, built_version) VALUES (:day_ts, 1, NULL)
+ON CONFLICT (day_ts) DO UPDATE
+SET version = gpu_daily_state.version + 1, built_version = NULL
+"""
+_ENSURE = """
+INSERT INTO gpu_daily_state (day_ts, version, built_version) VALUES (:day_ts, 0, NULL)
+ON CONFLICT (day_ts) DO NOTHING
+"""
+
+
+def day_floor(ts: int) -> int:
+    return int(ts) - int(ts) % DAY_S
+
+
+def invalidate(conn: Connection, hours: Iterable[int]) -> None:
+    """The days of ``hours`` (hour or any instant) are written: raise their version, drop their
+    sums. Call in the transaction that writes their hourly rows. Days go in order, so two
+    writers never wait on each other's days crosswise."""
+    days = sorted({day_floor(int(ts)) for ts in hours})
+    if not days:
+        return
+    conn.execute(text(_BUMP), [{"day_ts": day} for day in days])
+    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts.in_(days)))
+
+
+def invalidate_range(conn: Connection, start_ts: int, end_ts: int) -> None:
+    """Every day that ``[start_ts, end_ts)`` touches is written (see :func:`invalidate`)."""
+    if end_ts > start_ts:
+        invalidate(conn, range(day_floor(start_ts), int(end_ts), DAY_S))
+
+
+def drop_before(conn: Connection, cut_ts: int) -> None:
+    """Hourly rows before ``cut_ts`` are deleted: days wholly before it go, its own is written."""
+    first_kept = day_floor(cut_ts)
+    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts < first_kept))
+    conn.execute(delete(GpuDailyState).where(GpuDailyState.day_ts < first_kept))
+    if cut_ts % DAY_S:
+        invalidate(conn, [cut_ts])
+
+
+class _Changed(Exception):
+    """A writer raised the day's version while its sums were being built."""
+
+
+def build_day(engine: Engine, day_ts: int) -> bool:
+    """Sum one day's hourly rows into ``gpu_samples_daily``; False where a writer got there
+    first (the day is read from its hourly rows until a later build)."""
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(_ENSURE), {"day_ts": day_ts})  # SQLite: the write lock, first
+            state = table_of(GpuDailyState)
+            row = conn.execute(
+                select(state.c.version).where(state.c.day_ts == day_ts).with_for_update()
+            ).one()
+            conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts == day_ts))
+            conn.execute(text(_BUILD), {"start_ts": day_ts, "end_ts": day_ts + DAY_S})
+            done = conn.execute(
+                update(state)
+                .where(state.c.day_ts == day_ts, state.c.version == row[0])
+                .values(built_version=row[0])
+            )
+            if done.rowcount != 1:
+                raise _Changed
+    except (_Changed, OperationalError):
+        return False
+    return True
+
+
+def _versions(conn: Connection, start_ts: int, end_ts: int) -> dict[int, tuple[int, int | None]]:
+    """(version, built version) of the days in ``[start_ts, end_ts)`` that have a state row."""
+    state = table_of(GpuDailyState)
+    stmt = select(state.c.day_ts, state.c.version, state.c.built_version).where(
+        state.c.day_ts >= start_ts, state.c.day_ts < end_ts
+    )
+    return {int(r[0]): (int(r[1]), None if r[2] is None else int(r[2])) for r in conn.execute(stmt)}
+
+
+def whole_days(start_ts: int, end_ts: int, finished_before_ts: int) -> list[int]:
+    """The UTC days wholly inside ``[start_ts, end_ts)`` that end by ``finished_before_ts``."""
+    first = -(-int(start_ts) // DAY_S) * DAY_S
+    last = min(int(end_ts), int(finished_before_ts))
+    return list(range(first, last - DAY_S + 1, DAY_S))
+
+
+@dataclass(frozen=True)
+class SumsRead:
+    """What :func:`read_sums` read: the sums, and how many days came from daily sums."""
+
+    sums: pd.DataFrame
+    daily_days: int
+    tries: int
+
+
+def _frame(rows: list[tuple[object, ...]]) -> pd.DataFrame:
+    matrix = np.array(rows, dtype="float64").reshape(-1, len(SUM_COLUMNS))
+    frame = pd.DataFrame(matrix, columns=list(SUM_COLUMNS))
+    return frame.astype({name: "int64" for name in SUM_COLUMNS if name != "used_s"})
+
+
+def _read_once(
+    engine: Engine, start_ts: int, end_ts: int, days: list[int]
+) -> tuple[pd.DataFrame, bool, int]:
+    """The sums, whether a writer changed a day of the window meanwhile, and the days read
+    from daily sums."""
+    with engine.connect() as conn:
+        before = _versions(conn, day_floor(start_ts), end_ts)
+        built = [d for d in days if d in before and before[d][1] == before[d][0]]
+        rows: list[tuple[object, ...]] = []
+        for lo, hi in _runs(built):
+            rows += conn.execute(text(_DAILY), {"start_ts": lo, "end_ts": hi}).all()
+        for lo, hi in _gaps(start_ts, end_ts, built):
+            rows += conn.execute(text(_HOURLY_SUMS), {"start_ts": lo, "end_ts": hi}).all()
+        after = _versions(conn, day_floor(start_ts), end_ts)
+    return _frame(rows), before != after, len(built)
+
+
+def _runs(days: list[int]) -> list[tuple[int, int]]:
+    """Consecutive days as ``[start, end)`` spans."""
+    out: list[tuple[int, int]] = []
+    for day in days:
+        if out and out[-1][1] == day:
+            out[-1] = (out[-1][0], day + DAY_S)
+        else:
+            out.append((day, day + DAY_S))
+    return out
+
+
+def _gaps(start_ts: int, end_ts: int, built: list[int]) -> list[tuple[int, int]]:
+    """The parts of ``[start_ts, end_ts)`` outside the ``built`` days."""
+    out, at = [], int(start_ts)
+    for lo, hi in _runs(built):
+        if lo > at:
+            out.append((at, lo))
+        at = hi
+    if at < end_ts:
+        out.append((at, int(end_ts)))
+    return out
+
+
+def read_sums(engine: Engine, start_ts: int, end_ts: int, finished_before_ts: int) -> SumsRead:
+    """Per (UTC day, GPU unit, pod) the sums of the hourly rows of ``[start_ts, end_ts)``
+    (whole hours): :data:`SUM_COLUMNS`, in no set order.
+
+    The whole days of the window that end by ``finished_before_ts`` (the hour after the last
+    collected one: later hours are still being written) come from daily sums, built first where
+    they are missing or stale; the other hours are summed from the hourly rows.
+    """
+    start_ts, end_ts = int(start_ts) - int(start_ts) % HOUR_S, int(end_ts)
+    days = whole_days(start_ts, end_ts, finished_before_ts)
+    with engine.connect() as conn:
+        known = _versions(conn, day_floor(start_ts), end_ts)
+    for day in days:
+        if day not in known or known[day][1] != known[day][0]:
+            build_day(engine, day)
+    sums, changed, used = _read_once(engine, start_ts, end_ts, days)
+    tries = 1
+    while changed and tries < READ_TRIES:
+        sums, changed, used = _read_once(engine, start_ts, end_ts, days)
+        tries += 1
+    return SumsRead(sums=sums, daily_days=used, tries=tries)

@@ -1,0 +1,58 @@
+"""Daily sums of the hourly roll-ups, which the pages' windows read (issue: scale out).
+
+- ``gpu_samples_daily``: per UTC day, GPU unit and pod, the sums of ``gpu_samples_hourly``
+  that the cost figures are linear in.
+- ``gpu_daily_state``: per day, the version its hourly rows are at and the version its sums
+  were built from (docs/storage.md#daily-sums).
+
+Both start empty: days are summed when a page first reads them.
+
+Revision ID: 0010
+Revises: 0009
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "gpu_samples_daily",
+        sa.Column("day_ts", sa.BigInteger(), nullable=False),
+        sa.Column("gpu_id", sa.Integer(), nullable=False),
+        sa.Column("pod_id", sa.Integer(), nullable=False),
+        sa.Column("samples", sa.BigInteger(), nullable=False),
+        sa.Column("data_s", sa.BigInteger(), nullable=False),
+        sa.Column("used_s", sa.Float(), nullable=False),
+        sa.Column("idle_s", sa.BigInteger(), nullable=False),
+        sa.Column("first_ts", sa.BigInteger(), nullable=False),
+        sa.Column("last_ts", sa.BigInteger(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["gpu_id"],
+            ["gpus.id"],
+            name=op.f("fk_gpu_samples_daily_gpu_id_gpus"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("day_ts", "gpu_id", "pod_id", name=op.f("pk_gpu_samples_daily")),
+    )
+    op.create_table(
+        "gpu_daily_state",
+        sa.Column("day_ts", sa.BigInteger(), nullable=False),
+        sa.Column("version", sa.BigInteger(), nullable=False),
+        sa.Column("built_version", sa.BigInteger(), nullable=True),
+        sa.PrimaryKeyConstraint("day_ts", name=op.f("pk_gpu_daily_state")),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("gpu_daily_state")
+    op.drop_table("gpu_samples_daily")

@@ -1,0 +1,143 @@
+"""Cost rows summed by the store (daily sums) equal the snapshot's, window by window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from gpuwatch.analytics.costing import node_level_units, prepare
+from gpuwatch.app import rollup, views
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.window_costs import window_cost_rows
+from gpuwatch.cli.commands_demo import build_demo_database
+from gpuwatch.config import Settings
+from gpuwatch.store import repository
+from gpuwatch.store import rollup as store_rollup
+from gpuwatch.store.engine import make_engine
+
+NOW_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC: windows start and end inside a UTC day
+KEYS = ["gpu_id", "pod_id"]
+TEXT = ["cluster", "node", "gpu_model", "allocation", "namespace", "pod", "workload", "team"]
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
+    build_demo_database(path, days=16, step_s=900, seed=11, now_ts=NOW_TS)
+    engine = make_engine(f"sqlite:///{path}")
+    _strip_pod_labels_of_one_node(engine)
+    yield engine
+    engine.dispose()
+
+
+def _strip_pod_labels_of_one_node(engine: Engine) -> None:
+    """One node's exporter without pod labels (node-level attribution), rolled up again."""
+    with engine.begin() as conn:
+        node_id = conn.execute(
+            sa.text(
+                "SELECT g.node_id FROM gpu_samples s JOIN gpus g ON g.id = s.gpu_id"
+                " WHERE s.pod_id IS NOT NULL AND g.mig_gi_id = -1 AND g.timeslice_replicas = 1"
+                " GROUP BY g.node_id ORDER BY COUNT(DISTINCT s.pod_id) DESC, g.node_id LIMIT 1"
+            )
+        ).scalar_one()
+        conn.execute(
+            sa.text(
+                "UPDATE gpu_samples SET pod_id = NULL"
+                " WHERE gpu_id IN (SELECT id FROM gpus WHERE node_id = :n)"
+            ),
+            {"n": node_id},
+        )
+        first, last = conn.execute(sa.text("SELECT MIN(ts), MAX(ts) FROM gpu_samples")).one()
+        store_rollup.roll_up(conn, int(first), int(last) + 1)
+
+
+@pytest.fixture(scope="module")
+def snap(engine: Engine) -> Snapshot:
+    return DashboardData(engine, Settings(), background=False).current()
+
+
+def _by_unit_and_pod(rows: pd.DataFrame) -> pd.DataFrame:
+    sums = rows.groupby(KEYS)[list(rollup.COST_SUMS)].sum()
+    text = rows.drop_duplicates(KEYS).set_index(KEYS)[TEXT].astype(object)
+    return sums.join(text).sort_index()
+
+
+def _store_rows(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    return window_cost_rows(
+        engine,
+        snap.pods,
+        snap.price_book,
+        snap.policy.idle_threshold_ratio,
+        (start_ts, end_ts),
+        snap.end_ts,
+    )
+
+
+def _hourly_reference(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The window's cost rows as the analytics compute them over its hourly rows (what the
+    snapshot summed before the store did, and what ``gpuwatch recommend`` sums)."""
+    hourly = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
+    rows = rollup.compact(prepare(hourly, snap.pods, snap.price_book))
+    days = rows["ts"].to_numpy() // 86_400
+    return rollup.cost_sums(rows, "day", days, snap.policy.idle_threshold_ratio)
+
+
+def _assert_same(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert list(got.index) == list(want.index)
+    for name in rollup.COST_SUMS:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-9, atol=1e-9, err_msg=name)
+    for name in TEXT:
+        assert got[name].fillna("-").tolist() == want[name].fillna("-").tolist(), name
+
+
+@pytest.mark.parametrize("window", ["24h", "3d", "7d"])
+def test_the_store_sums_a_window_as_the_hourly_rows_do(
+    snap: Snapshot, engine: Engine, window: str
+) -> None:
+    start, end = views.window_bounds(snap, Filters(window=window))
+    assert end % 86_400 != 0  # the window cuts two UTC days: hourly rows at both ends
+    want = _by_unit_and_pod(_hourly_reference(snap, engine, start, end))
+    _assert_same(_by_unit_and_pod(_store_rows(snap, engine, start, end)), want)
+    assert want["allocated_cost_usd"].sum() > 0 and want["unallocated_cost_usd"].sum() > 0
+
+
+def test_the_pages_cost_rows_are_the_stores(snap: Snapshot, engine: Engine) -> None:
+    f = Filters(window="3d", cluster="prod-us-east")
+    start, end = views.window_bounds(snap, f)
+    want = _hourly_reference(snap, engine, start, end)
+    want = _by_unit_and_pod(want[want["cluster"].astype(object).eq("prod-us-east")])
+    _assert_same(_by_unit_and_pod(views.cost_rows(snap, f)), want)
+
+
+def test_whole_days_came_from_daily_sums(snap: Snapshot, engine: Engine) -> None:
+    start, end = views.window_bounds(snap, Filters(window="7d"))
+    _store_rows(snap, engine, start, end)
+    with engine.connect() as conn:
+        built = conn.execute(
+            sa.text("SELECT COUNT(*) FROM gpu_daily_state WHERE built_version = version")
+        ).scalar_one()
+        rows = conn.execute(sa.text("SELECT COUNT(*) FROM gpu_samples_daily")).scalar_one()
+    assert built >= 6 and rows > 0
+
+
+def test_the_demo_has_units_attributed_by_node(snap: Snapshot, engine: Engine) -> None:
+    """The comparison above covers node-level attribution: the demo fleet has such units."""
+    start, end = views.window_bounds(snap, Filters(window="7d"))
+    samples = repository.load_hourly_samples(engine, start, end, health=False)
+    assert len(node_level_units(samples, snap.pods)) > 0
+
+
+def test_a_window_older_than_the_snapshot_is_answered(snap: Snapshot, engine: Engine) -> None:
+    """Fifteen days back: further than the snapshot's 14-day comparisons reach, same sums as
+    the hourly rows summed directly."""
+    end = snap.end_ts - 7 * 86_400
+    start = end - 8 * 86_400
+    got = _store_rows(snap, engine, start, end)
+    hourly = repository.load_hourly_samples(engine, start, end, health=False)
+    assert int(got["samples"].sum()) == int(hourly["samples"].sum()) > 0
