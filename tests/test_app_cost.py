@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 from dash import Dash
 
+from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.analytics.timeline import OTHER, UNALLOCATED
 from gpuwatch.app.data import Filters
 from gpuwatch.app.figures import UNALLOCATED_COLOR
 from gpuwatch.app.figures_cost import GROUP_COLORS, cost_over_time_figure
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views import breakdown
+from gpuwatch.app.views import breakdown, hourly_rows
 from gpuwatch.app.views_cost import NO_POOL, CostTimeline, cost_timeline
 from gpuwatch.config import Settings
 from gpuwatch.config.sections import NODE_POOL_LABELS
@@ -50,6 +51,23 @@ def test_every_grouping_adds_up_to_the_fleets_cost(app: Dash, by: str, window: s
     timeline = cost_timeline(data_source().data.current(), f, by, POOLS)
     assert timeline.series["cost_usd"].sum() == pytest.approx(_fleet_cost(f), rel=1e-9)
     assert timeline.bucket_s == (3600 if window == "24h" else 86400)
+
+
+def test_days_are_utc_days_each_the_cost_of_its_hours(app: Dash) -> None:
+    """Per UTC day (the store's daily sums), not per 24 hours counted back from the data's end:
+    each bar is what the window's hours of that day cost."""
+    snap = data_source().data.current()
+    f = Filters(window="7d")
+    series = cost_timeline(snap, f, "team", POOLS).series
+    per_day = series.groupby("bucket_ts")["cost_usd"].sum()
+    hourly = hourly_rows(snap, f)
+    m = sample_measures(hourly, snap.policy.idle_threshold_ratio)
+    cost = pd.Series(m["allocated_cost_usd"] + m["unallocated_cost_usd"])
+    want = cost.groupby(hourly["ts"].to_numpy() // 86400 * 86400).sum()
+    assert snap.end_ts % 86400 != 0 and len(want) == 4  # 3 days of data: 4 UTC days
+    assert list(per_day.index) == list(want.index)
+    for got, expected in zip(per_day, want, strict=True):
+        assert got == pytest.approx(expected, rel=1e-9)
 
 
 def test_teams_cost_as_the_teams_page_sums_it(app: Dash) -> None:
@@ -131,6 +149,6 @@ def test_the_page_shows_the_chosen_grouping(app: Dash) -> None:
     layout = cost.layout(by="label:app", window="7d")
     assert by_id(layout, "cost-by")["props"]["value"] == "label:app"
     figure = by_id(layout, "cost-chart")["props"]["figure"]
-    assert figure["layout"]["title"]["text"] == "Cost per day by pod label app ($)"
+    assert figure["layout"]["title"]["text"] == "Cost per UTC day by pod label app ($)"
     unknown = cost.layout(by="label:secret")  # not in dashboard.pod_labels
     assert by_id(unknown, "cost-by")["props"]["value"] == "team"

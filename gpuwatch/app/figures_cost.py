@@ -55,7 +55,7 @@ def cost_over_time_figure(timeline: CostTimeline, by_title: str) -> Figure:
                 "hovertemplate": f"{name}: $%{{y:,.2f}}<extra></extra>",
             }
         )
-    per = "hour" if timeline.bucket_s == HOUR_S else "day"
+    per = "hour" if timeline.bucket_s == HOUR_S else "UTC day"
     title = f"Cost per {per} by {by_title.lower()} ($)"
     layout = _layout(title, "$", height=460, barmode="stack", bargap=0.1, hovermode="closest")
     layout["yaxis"] |= {"tickprefix": "$", "separatethousands": True}

@@ -1,6 +1,6 @@
 """Cost over time, grouped by team, namespace, workload, GPU model, node pool, cluster or a pod
-label: the hourly roll-ups of the window, costed, in buckets (:mod:`gpuwatch.analytics.timeline`
-stacks them)."""
+label: the window's costed hourly roll-ups per hour, or the store's cost rows per UTC day
+(:mod:`gpuwatch.analytics.timeline` stacks them)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from gpuwatch.analytics.timeline import COST_USD, UNALLOCATED, stack
 from gpuwatch.app.components import records_of
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.links import workload_href
-from gpuwatch.app.rollup import day_index
-from gpuwatch.app.views import ROW_FILTERS, filter_mask, hourly_rows, window_days
+from gpuwatch.app.views import ROW_FILTERS, cost_rows, filter_mask, hourly_rows, window_days
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_labels import load_node_pools, load_pod_label
@@ -55,15 +54,6 @@ class CostTimeline:
 
 def bucket_s(f: Filters) -> int:
     return HOUR_S if window_days(f) <= HOURLY_UP_TO_DAYS else DAY_S
-
-
-def _buckets(snap: Snapshot, ts: np.ndarray, size: int) -> np.ndarray:
-    """Each hour's bucket: the hour itself, or its window day's start (counted back from the
-    end of the data, as the window is)."""
-    if size == HOUR_S:
-        return ts
-    out: np.ndarray = snap.end_ts - (day_index(ts, snap.end_ts) + 1) * DAY_S
-    return out
 
 
 def _qualified(name: pd.Series, cluster: pd.Series) -> pd.Series:
@@ -117,22 +107,31 @@ def _href(f: Filters, by: str, row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _costed(snap: Snapshot, f: Filters, size: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The window's rows in the filters' scope, each row's bucket and its cost (allocated plus
+    unallocated): per hour from the hourly rows, or per UTC day from the store's cost rows
+    (the first and last day hold the part of them in the window)."""
+    if size == HOUR_S:
+        rows = hourly_rows(snap, f)
+        rows = rows[filter_mask(rows, f, ROW_FILTERS)]
+        m = sample_measures(rows, snap.policy.idle_threshold_ratio)
+        buckets = rows["ts"].to_numpy(dtype="int64")
+        return rows, buckets, m[c.ALLOCATED_COST_USD] + m[c.UNALLOCATED_COST_USD]
+    rows = cost_rows(snap, f)
+    cost = rows[c.ALLOCATED_COST_USD].to_numpy() + rows[c.UNALLOCATED_COST_USD].to_numpy()
+    return rows, rows["day_ts"].to_numpy(dtype="int64"), cost
+
+
 def cost_timeline(snap: Snapshot, f: Filters, by: str, pools: list[str]) -> CostTimeline:
     """The window's cost per bucket and group of ``by``, in the filters' scope."""
 
     def compute() -> CostTimeline:
-        rows = hourly_rows(snap, f)
-        rows = rows[filter_mask(rows, f, ROW_FILTERS)]
-        m = sample_measures(rows, snap.policy.idle_threshold_ratio)
+        size = bucket_s(f)
+        rows, buckets, cost = _costed(snap, f, size)
         held = rows["pod_id"].to_numpy() != NO_POD
         names = _labels(snap, rows, by, pools).where(held, UNALLOCATED)
-        size = bucket_s(f)
         costs = pd.DataFrame(
-            {
-                "bucket_ts": _buckets(snap, rows["ts"].to_numpy(dtype="int64"), size),
-                "group": names.to_numpy(dtype=object),
-                COST_USD: m[c.ALLOCATED_COST_USD] + m[c.UNALLOCATED_COST_USD],
-            }
+            {"bucket_ts": buckets, "group": names.to_numpy(dtype=object), COST_USD: cost}
         )
         firsts = rows.assign(group=names.to_numpy(dtype=object)).drop_duplicates("group")
         hrefs = {str(r["group"]): _href(f, by, r) for r in records_of(firsts)}
