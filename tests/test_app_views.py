@@ -279,9 +279,10 @@ def test_snapshot_of_an_empty_store(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
     upgrade(engine)
     snap = DashboardData(engine, Settings(), background=False).current()
-    assert snap.empty and snap.hourly.empty and snap.gpu.empty
+    assert snap.empty and snap.hourly.empty and snap.gaps.empty
     assert snap.marker.last_ts is None
     rows = views.cost_rows(snap, Filters())
     assert rows.empty and {"day_ts", "gpu_id", "pod_id", *rollup.COST_SUMS} <= set(rows.columns)
+    assert views.gpu_rows(snap, Filters()).empty and views.coverage(snap, Filters()).empty
     assert views.headline(snap, Filters()).total_cost_usd == 0
     engine.dispose()

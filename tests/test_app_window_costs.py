@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from gpuwatch.analytics.costing import node_level_units, prepare
 from gpuwatch.app import rollup, views
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.window_costs import window_cost_rows
+from gpuwatch.app.window_costs import WindowSums, window_sums
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store import repository
@@ -23,6 +23,9 @@ from gpuwatch.store.engine import make_engine
 
 NOW_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC: windows start and end inside a UTC day
 KEYS = ["gpu_id", "pod_id"]
+#: Readings the hourly rows keep as float32 (rollup.compact): the store's are float64.
+FLOAT32 = ("temp_c_max", "power_w_max")
+SUMMED = ("samples", "data_hours", "util_hours", "xid_hours", "prof_samples", "dev_samples")
 TEXT = ["cluster", "node", "gpu_model", "allocation", "namespace", "pod", "workload", "team"]
 
 
@@ -68,8 +71,8 @@ def _by_unit_and_pod(rows: pd.DataFrame) -> pd.DataFrame:
     return sums.join(text).sort_index()
 
 
-def _store_rows(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
-    return window_cost_rows(
+def _store_sums(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> WindowSums:
+    return window_sums(
         engine,
         snap.pods,
         snap.price_book,
@@ -77,6 +80,10 @@ def _store_rows(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> p
         (start_ts, end_ts),
         snap.end_ts,
     )
+
+
+def _store_rows(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    return _store_sums(snap, engine, start_ts, end_ts).cost
 
 
 def _hourly_reference(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
@@ -105,6 +112,54 @@ def test_the_store_sums_a_window_as_the_hourly_rows_do(
     want = _by_unit_and_pod(_hourly_reference(snap, engine, start, end))
     _assert_same(_by_unit_and_pod(_store_rows(snap, engine, start, end)), want)
     assert want["allocated_cost_usd"].sum() > 0 and want["unallocated_cost_usd"].sum() > 0
+
+
+def _unit_readings(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per unit, over costed hourly rows: the readings' sums and peaks as the GPU pages use
+    them (hours with an XID counted once however many pods shared them)."""
+    hours = rows["data_hours"].to_numpy(dtype="float64")
+    signal = rows["util_signal"].astype(object)
+    fb_total = rows["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan)
+    frame = pd.DataFrame(
+        {
+            "gpu_id": rows["gpu_id"].to_numpy(),
+            "samples": rows["samples"].to_numpy(dtype="float64"),
+            "data_hours": hours,
+            "util_hours": hours * rows["util_ratio"].to_numpy(dtype="float64"),
+            "prof_samples": np.where(signal.eq("prof_gr_engine_active"), rows["samples"], 0),
+            "dev_samples": np.where(signal.eq("dev_gpu_util"), rows["samples"], 0),
+            "fb_used_ratio_max": rows["fb_used_mib"].to_numpy(dtype="float64") / fb_total,
+            "temp_c_max": rows["temp_c"].to_numpy(dtype="float64", na_value=np.nan),
+            "power_w_max": rows["power_w"].to_numpy(dtype="float64", na_value=np.nan),
+            "xid_last": rows["xid"].to_numpy(dtype="float64"),
+        }
+    )
+    grouped = frame.groupby("gpu_id")
+    out = grouped[[n for n in SUMMED if n != "xid_hours"]].sum()
+    out = out.join(grouped[list(rollup.GPU_PEAKS)].max())
+    with_xid = rows[rows["xid"].to_numpy() != 0]
+    out["xid_hours"] = with_xid.groupby("gpu_id")["ts"].nunique().reindex(out.index).fillna(0)
+    return out
+
+
+@pytest.mark.parametrize("window", ["24h", "7d"])
+def test_the_store_gives_each_units_readings_as_the_hourly_rows_do(
+    snap: Snapshot, engine: Engine, window: str
+) -> None:
+    start, end = views.window_bounds(snap, Filters(window=window))
+    hourly = repository.load_hourly_samples(engine, start, end)
+    rows = rollup.compact(prepare(hourly, snap.pods, snap.price_book))
+    want = _unit_readings(rows)
+    want["step_s"] = rollup.unit_steps(rows)
+    got_rows = _store_sums(snap, engine, start, end).gpu.groupby("gpu_id")
+    got = got_rows[list(SUMMED)].sum().join(got_rows[list(rollup.GPU_PEAKS)].max())
+    got["step_s"] = got_rows["step_s"].max()
+    assert list(got.index) == list(want.index)
+    for name in [*SUMMED, *rollup.GPU_PEAKS, "step_s"]:
+        rtol = 1e-6 if name in FLOAT32 else 1e-9
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-9, err_msg=name)
+    assert want["xid_hours"].sum() > 0 and want["prof_samples"].sum() > 0
+    assert want["dev_samples"].sum() > 0 and want["temp_c_max"].max() > 0
 
 
 def test_the_pages_cost_rows_are_the_stores(snap: Snapshot, engine: Engine) -> None:

@@ -238,3 +238,11 @@ def test_a_build_waits_for_a_writer_of_its_day_and_sums_what_it_wrote(postgres_u
     assert read.daily_days == 1
     _assert_equal(_sums(read), _raw_sums(engine, DAY2, DAY3))
     engine.dispose()
+
+
+def test_a_broken_store_is_reported_not_read_around(engine: Engine) -> None:
+    """Only contention makes a build give way; a missing table is an error the user sees."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE gpu_samples_daily"))
+    with pytest.raises(sa.exc.DBAPIError, match="gpu_samples_daily"):
+        daily.build_day(engine, DAY1)

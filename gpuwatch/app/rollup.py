@@ -9,12 +9,10 @@ Pure: costed hourly rows (:func:`gpuwatch.store.repository.load_hourly_samples` 
   (:func:`summary.sample_measures`, which honours the roll-ups' exact idle shares), so any
   window sums to exactly what the analytics compute for it (:mod:`gpuwatch.app.window_costs`
   sums the store's daily sums with it);
-- :func:`gpu_daily`: per (window day, GPU unit) utilization, data hours, peaks and signal;
 - :func:`hour_gaps`: the hours in which a unit has fewer samples than its step implies.
 
-A *window day* counts back from the end of the data: day 0 is the last 24 hours before
-``end_ts``, so every window the filter bar offers (whole days ending at ``end_ts``) is a set
-of whole window days.
+A *window day* (:func:`day_index`) counts back from the end of the data: day 0 is the last 24
+hours before ``end_ts``.
 """
 
 from __future__ import annotations
@@ -83,7 +81,7 @@ _SMALL = {
     "power_w": "float32",
     "xid": "int32",
 }
-#: Per (window day, GPU unit) columns of :func:`gpu_daily`.
+#: Per (UTC day, GPU unit) columns of the GPU rows (:mod:`gpuwatch.app.window_costs`).
 GPU_SUMS = (c.SAMPLES, c.DATA_HOURS, "util_hours", "xid_hours", "prof_samples", "dev_samples")
 GPU_PEAKS = ("fb_used_ratio_max", "temp_c_max", "power_w_max", "xid_last")
 
@@ -216,6 +214,16 @@ def empty_cost_rows() -> pd.DataFrame:
     return frame
 
 
+def empty_gpu_rows() -> pd.DataFrame:
+    """GPU rows (per UTC day ``day_ts`` and unit: ``step_s``, :data:`GPU_SUMS`,
+    :data:`GPU_PEAKS`) of nothing."""
+    frame = pd.DataFrame({name: pd.Series(dtype="int64") for name in ("day_ts", "gpu_id")})
+    frame["step_s"] = pd.Series(dtype="int64")
+    for name in (*GPU_SUMS, *GPU_PEAKS):
+        frame[name] = pd.Series(dtype="float64")
+    return frame
+
+
 def allocation_modes(units: pd.DataFrame, pods: pd.DataFrame) -> pd.Series:
     """How the units can be held: each unit's mode, and ``dra`` where a pod held one by claim
     (as :func:`~gpuwatch.store.repository.load_hourly_samples` labels its rows)."""
@@ -236,43 +244,6 @@ def unit_steps(hourly: pd.DataFrame) -> pd.Series:
     steps = frame.groupby("gpu_id")["s"].max()
     fallback = float(steps.max()) if len(steps) and steps.max() > 0 else float(HOUR_S)
     return steps.where(steps > 0, fallback).astype("int64")
-
-
-def gpu_daily(hourly: pd.DataFrame, end_ts: int) -> pd.DataFrame:
-    """Per (window day, GPU unit): samples, data and utilized hours, hours with an XID, signal
-    samples, and the peaks of memory used (share of total), temperature and hourly mean power.
-
-    """
-    hours = hourly[c.DATA_HOURS].to_numpy(dtype="float64")
-    fb_used = hourly["fb_used_mib"].to_numpy(dtype="float64", na_value=np.nan)
-    fb_total = hourly["fb_total_mib"].to_numpy(dtype="float64", na_value=np.nan)
-    xid = hourly["xid"].to_numpy(dtype="float64", na_value=0.0)
-    samples = hourly[c.SAMPLES].to_numpy(dtype="float64")
-    signal = hourly["util_signal"].astype(object)
-    ts = hourly["ts"].to_numpy(dtype="int64")
-    frame = pd.DataFrame(
-        {
-            "day": day_index(ts, end_ts),
-            "gpu_id": hourly["gpu_id"].to_numpy(dtype="int64"),
-            c.SAMPLES: samples,
-            c.DATA_HOURS: hours,
-            "util_hours": hours * hourly[c.UTIL].to_numpy(dtype="float64"),
-            "xid_hour": np.where(xid != 0, ts, -1),
-            "prof_samples": np.where(signal.eq("prof_gr_engine_active"), samples, 0.0),
-            "dev_samples": np.where(signal.eq("dev_gpu_util"), samples, 0.0),
-            "fb_used_ratio_max": fb_used / np.where(fb_total > 0, fb_total, np.nan),
-            "temp_c_max": hourly["temp_c"].to_numpy(dtype="float64", na_value=np.nan),
-            "power_w_max": hourly["power_w"].to_numpy(dtype="float64", na_value=np.nan),
-            "xid_last": xid,
-        }
-    )
-    grouped = frame.groupby(["day", "gpu_id"], sort=True)
-    out = grouped[[name for name in GPU_SUMS if name != "xid_hours"]].sum()
-    out[list(GPU_PEAKS)] = grouped[list(GPU_PEAKS)].max()
-    xid_rows = frame[frame["xid_hour"] >= 0]
-    out["xid_hours"] = xid_rows.groupby(["day", "gpu_id"])["xid_hour"].nunique()
-    out["xid_hours"] = out["xid_hours"].fillna(0.0)
-    return out.reset_index()
 
 
 def _expected_hours(

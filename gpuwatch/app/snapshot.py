@@ -1,9 +1,9 @@
-"""The snapshot of one data version: the store's hourly roll-ups of the last 31 days, summed.
+"""The snapshot of one data version: the store's hourly roll-ups of the last 31 days, costed.
 
 :func:`build_snapshot` reads the hourly roll-ups (:func:`gpuwatch.store.repository.
-load_hourly_samples`) a week at a time, costs them with the analytics
-(:func:`gpuwatch.analytics.costing.prepare`) and sums them per window day
-(:mod:`gpuwatch.app.rollup`). Pages aggregate those small frames, never sample tables.
+load_hourly_samples`) a week at a time and costs them with the analytics
+(:func:`gpuwatch.analytics.costing.prepare`, :mod:`gpuwatch.app.rollup`). Sums per window come
+from the store (:mod:`gpuwatch.app.window_costs`), not from here.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ class Snapshot:
 
     ``hourly``: every costed hourly row of the span (one per hour, GPU unit and pod), sorted
     by ``ts``, as :func:`~gpuwatch.app.rollup.stored` keeps them (read them with
-    :meth:`hourly_between`); ``gpu``: their sums per window day (:mod:`gpuwatch.app.rollup`);
-    ``gaps``: the hours in which a unit has fewer samples than its step implies. Cost figures
-    are not kept here: the store sums them per window (:mod:`gpuwatch.app.window_costs`).
+    :meth:`hourly_between`); ``gaps``: the hours in which a unit has fewer samples than its
+    step implies. Sums per day are not kept here: the store sums cost and GPU rows per window
+    (:mod:`gpuwatch.app.window_costs`).
     ``first_ts`` is the first instant with data in the store, roll-ups included (older than
     ``marker.first_ts`` once raw samples have been compacted).
     """
@@ -75,7 +75,6 @@ class Snapshot:
     nodes: pd.DataFrame
     collection: pd.DataFrame
     hourly: pd.DataFrame
-    gpu: pd.DataFrame
     gaps: pd.DataFrame
     price_book: PriceBook
     policy: AnalyticsPolicy
@@ -186,34 +185,28 @@ def _empty_snapshot(
         nodes=repository.load_nodes(engine),
         collection=repository.load_collection_state(engine),
         hourly=rollup.empty_hourly(),
-        gpu=_frame(("day", "gpu_id", "step_s", *rollup.GPU_SUMS, *rollup.GPU_PEAKS)),
         gaps=_frame(("gpu_id", "hour_ts", "missing_s")),
         price_book=price_book,
         policy=policy,
     )
 
 
-@dataclass(frozen=True)
-class _Frames:
-    hourly: pd.DataFrame
-    gpu: pd.DataFrame
-
-
-def read_frames(
+def read_hourly(
     engine: Engine,
     pods: pd.DataFrame,
     price_book: PriceBook,
     *,
     start_ts: int,
     end_ts: int,
-) -> _Frames:
-    """The costed hourly rows of ``[start_ts, end_ts)`` and their sums per unit and window day.
+) -> pd.DataFrame:
+    """The costed hourly rows of ``[start_ts, end_ts)``, as :func:`~gpuwatch.app.rollup.stored`
+    keeps them.
 
-    Read, costed and summed in chunks of :data:`CHUNK_DAYS` days counted back from ``end_ts``:
-    chunks hold whole window days, and the default window is one chunk (node-level attribution
-    is decided over it, as ``gpuwatch recommend`` decides it over its window).
+    Read and costed in chunks of :data:`CHUNK_DAYS` days counted back from ``end_ts``: the
+    default window is one chunk (node-level attribution is decided over it, as ``gpuwatch
+    recommend`` decides it over its window).
     """
-    hourly, gpu = [], []
+    hourly = []
     chunk_s = CHUNK_DAYS * DAY_S
     for chunk_end in range(end_ts, start_ts, -chunk_s):
         samples = repository.load_hourly_samples(
@@ -223,14 +216,8 @@ def read_frames(
             rows = rollup.compact(prepare(samples, pods, price_book))
             del samples
             hourly.append(rollup.stored(rows))
-            gpu.append(rollup.gpu_daily(rows, end_ts))
         release_memory()
-    return _Frames(
-        hourly=rollup.concat_parts(hourly[::-1], rollup.empty_hourly()),
-        gpu=rollup.concat_parts(
-            gpu[::-1], _frame(("day", "gpu_id", *rollup.GPU_SUMS, *rollup.GPU_PEAKS))
-        ),
-    )
+    return rollup.concat_parts(hourly[::-1], rollup.empty_hourly())
 
 
 def release_memory() -> None:
@@ -272,14 +259,12 @@ def build_snapshot(
     end_ts = _hour_ceil(marker.last_ts + 1)
     pods = repository.load_pods(engine)
     units = _labelled_units(engine, price_book)
-    frames = read_frames(
+    hourly = read_hourly(
         engine, pods, price_book, start_ts=end_ts - span_days * DAY_S, end_ts=end_ts
     )
-    hourly = frames.hourly
     start_ts = int(hourly["ts"].min()) if len(hourly) else marker.first_ts
     start_ts -= start_ts % HOUR_S
     steps = rollup.unit_steps(hourly)
-    gpu = frames.gpu.assign(step_s=frames.gpu["gpu_id"].map(steps).fillna(HOUR_S))
     return Snapshot(
         marker=marker,
         end_ts=end_ts,
@@ -291,7 +276,6 @@ def build_snapshot(
         nodes=repository.load_nodes(engine),
         collection=repository.load_collection_state(engine),
         hourly=hourly,
-        gpu=gpu.astype({"step_s": "int64"}),
         gaps=rollup.hour_gaps(hourly, units, steps, start_ts, end_ts),
         price_book=price_book,
         policy=policy,

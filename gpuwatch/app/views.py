@@ -25,8 +25,14 @@ from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import WINDOWS, Filters, Snapshot
-from gpuwatch.app.rollup import COST_SUMS, allocation_modes, empty_cost_rows, pending_series
-from gpuwatch.app.window_costs import window_cost_rows
+from gpuwatch.app.rollup import (
+    COST_SUMS,
+    allocation_modes,
+    empty_cost_rows,
+    empty_gpu_rows,
+    pending_series,
+)
+from gpuwatch.app.window_costs import WindowSums, window_sums
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
@@ -69,14 +75,14 @@ def window_days(f: Filters) -> int:
     return int(WINDOWS[f.window])
 
 
-def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """The per (UTC day ``day_ts``, GPU unit, pod) cost rows of ``[start_ts, end_ts)``, summed
-    by the store (:func:`~gpuwatch.app.window_costs.window_cost_rows`); never modify them."""
+def span_sums(snap: Snapshot, start_ts: int, end_ts: int) -> WindowSums:
+    """The cost and GPU rows of ``[start_ts, end_ts)`` per UTC day, summed by the store
+    (:func:`~gpuwatch.app.window_costs.window_sums`); never modify them."""
 
-    def compute() -> pd.DataFrame:
+    def compute() -> WindowSums:
         if snap.engine is None or snap.empty:
-            return empty_cost_rows()
-        return window_cost_rows(
+            return WindowSums(cost=empty_cost_rows(), gpu=empty_gpu_rows())
+        return window_sums(
             snap.engine,
             snap.pods,
             snap.price_book,
@@ -85,7 +91,12 @@ def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
             snap.end_ts,
         )
 
-    return snap.memo(("span_cost_rows", start_ts, end_ts), compute)
+    return snap.memo(("span_sums", start_ts, end_ts), compute)
+
+
+def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The per (UTC day ``day_ts``, GPU unit, pod) cost rows of ``[start_ts, end_ts)``."""
+    return span_sums(snap, start_ts, end_ts).cost
 
 
 def cost_rows(snap: Snapshot, f: Filters, skip_days: int = 0) -> pd.DataFrame:
@@ -115,13 +126,11 @@ def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:
 
 
 def gpu_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
-    """The per (window day, GPU unit) rows of the window, for the units in scope."""
+    """The per (UTC day, GPU unit) rows of the window, for the units in scope."""
 
     def compute() -> pd.DataFrame:
-        rows = snap.gpu
-        days = rows["day"].to_numpy()
-        mask = (days < window_days(f)) & rows["gpu_id"].isin(unit_ids(snap, f)).to_numpy()
-        return pd.DataFrame(rows[mask])
+        rows = span_sums(snap, *window_bounds(snap, f)).gpu
+        return pd.DataFrame(rows[rows["gpu_id"].isin(unit_ids(snap, f)).to_numpy()])
 
     return snap.memo(("gpu_rows", f), compute)
 

@@ -1,40 +1,59 @@
-"""The cost rows of any window, summed by the store (docs/storage.md#daily-sums).
+"""The cost and GPU rows of any window, summed by the store (docs/storage.md#daily-sums).
 
-:func:`window_cost_rows` reads the window's summed samples per UTC day
-(:func:`gpuwatch.store.repository_daily.load_daily_samples`), costs them with the analytics'
-own :func:`~gpuwatch.analytics.costing.prepare`, and sums the cost model's quantities per
-(UTC day, GPU unit, pod): the same figures the hourly rows give, from a few rows per unit and
-day. Units that node-level attribution may give to pods are read by the hour instead, since
-that attribution follows the pods' start and end times.
+:func:`window_sums` reads the window's sums per UTC day (:func:`gpuwatch.store.daily.read_sums`),
+costs them with the analytics' own :func:`~gpuwatch.analytics.costing.prepare`, and returns the
+cost model's quantities per (UTC day, GPU unit, pod) and each unit's utilization, health peaks
+and signal per UTC day: the same figures the hourly rows give, from a few rows per unit and
+day. Units that node-level attribution may give to pods are costed from their hourly rows,
+since that attribution follows the pods' start and end times.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import node_level_units, prepare
 from gpuwatch.app import rollup
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.pricing import PriceBook
-from gpuwatch.store import repository
-from gpuwatch.store.repository_daily import load_daily_samples
+from gpuwatch.store import daily, repository
+from gpuwatch.store.repository_daily import daily_samples
+
+#: Per (UTC day, GPU unit) columns of :attr:`WindowSums.gpu` (besides ``day_ts``, ``gpu_id``).
+GPU_COLUMNS = ("step_s", *rollup.GPU_SUMS, *rollup.GPU_PEAKS)
+_PEAKS = {"fb_used_ratio_max": "fb_used_ratio_max", "temp_max_c": "temp_c_max",
+          "power_w_max": "power_w_max", "xid_max": "xid_last"}  # fmt: skip
+_COUNTS = ("prof_samples", "dev_samples", "xid_hours")
 
 
-def window_cost_rows(
+@dataclass(frozen=True)
+class WindowSums:
+    """``cost``: per (UTC day ``day_ts``, GPU unit, pod) the cost model's sums
+    (:data:`~gpuwatch.app.rollup.COST_SUMS`) with unit and pod text; ``gpu``: per (UTC day,
+    GPU unit) :data:`GPU_COLUMNS` (``step_s``: the unit's longest step in the window)."""
+
+    cost: pd.DataFrame
+    gpu: pd.DataFrame
+
+
+def window_sums(
     engine: Engine,
     pods: pd.DataFrame,
     price_book: PriceBook,
     idle_threshold_ratio: float,
     window: tuple[int, int],
     finished_before_ts: int,
-) -> pd.DataFrame:
-    """Per (UTC day ``day_ts``, GPU unit, pod) of the window ``[start_ts, end_ts)`` (whole
-    hours): the cost model's sums (:data:`~gpuwatch.app.rollup.COST_SUMS`) with unit and pod
-    text (:func:`~gpuwatch.app.rollup.cost_sums`).
-    ``finished_before_ts``: the hour after the last collected one."""
+) -> WindowSums:
+    """The sums of the window ``[start_ts, end_ts)`` (whole hours); ``finished_before_ts``:
+    the hour after the last collected one."""
     start_ts, end_ts = window
-    samples = load_daily_samples(engine, start_ts, end_ts, finished_before_ts)
+    sums = daily.read_sums(engine, start_ts, end_ts, finished_before_ts).sums
+    samples = daily_samples(engine, sums)
     by_hour = node_level_units(samples, pods)
     if len(by_hour):
         hourly = repository.load_hourly_samples(
@@ -44,4 +63,30 @@ def window_cost_rows(
         samples = pd.concat([kept, hourly], ignore_index=True)
     rows = rollup.compact(prepare(samples, pods, price_book))
     days = rows["ts"].to_numpy(dtype="int64") // DAY_S * DAY_S
-    return rollup.cost_sums(rows, "day_ts", days, idle_threshold_ratio)
+    cost = rollup.cost_sums(rows, "day_ts", days, idle_threshold_ratio)
+    return WindowSums(cost=cost, gpu=_gpu_sums(rows, days, sums))
+
+
+def _gpu_sums(rows: pd.DataFrame, days: np.ndarray, sums: pd.DataFrame) -> pd.DataFrame:
+    """Per (UTC day, unit): samples, data and utilized hours from the costed rows (node-level
+    attribution changes utilization), peaks and counts from the store's sums."""
+    hours = rows[c.DATA_HOURS].to_numpy(dtype="float64")
+    costed = pd.DataFrame(
+        {
+            "day_ts": days,
+            "gpu_id": rows["gpu_id"].to_numpy(dtype="int64"),
+            c.SAMPLES: rows[c.SAMPLES].to_numpy(dtype="float64"),
+            c.DATA_HOURS: hours,
+            "util_hours": hours * rows[c.UTIL].to_numpy(dtype="float64"),
+        }
+    )
+    keys = ["day_ts", "gpu_id"]
+    out = costed.groupby(keys, sort=True).sum()
+    stored = sums.groupby(keys, sort=True)
+    out[list(_COUNTS)] = stored[list(_COUNTS)].sum().reindex(out.index).astype("float64")
+    peaks = stored[list(_PEAKS)].max().reindex(out.index).rename(columns=_PEAKS)
+    out[list(_PEAKS.values())] = peaks.astype("float64")
+    steps = sums.groupby("gpu_id")["step_max_s"].max()
+    out = out.reset_index()
+    out["step_s"] = out["gpu_id"].map(steps).fillna(0).astype("int64")
+    return out[[*keys, *GPU_COLUMNS]]

@@ -24,21 +24,47 @@ from sqlalchemy import Connection, Engine, delete, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.store.models import UTIL_SIGNAL_DEV, UTIL_SIGNAL_PROF
 from gpuwatch.store.models_daily import GpuDailyState, GpuSampleDaily
 from gpuwatch.store.writer import table_of
 
 #: Columns of :func:`read_sums`, in order.
-SUM_COLUMNS = ("day_ts", "gpu_id", "pod_id", "samples", "data_s", "used_s", "idle_s",
-               "first_ts", "last_ts")  # fmt: skip
+SUM_COLUMNS = (
+    *("day_ts", "gpu_id", "pod_id", "samples", "data_s", "used_s", "idle_s", "first_ts"),
+    *("last_ts", "step_max_s", "prof_samples", "dev_samples", "fb_used_ratio_max"),
+    *("temp_max_c", "power_w_max", "xid_max", "xid_hours"),
+)
+#: Columns that may be NULL (no reading).
+NULLABLE = ("fb_used_ratio_max", "temp_max_c", "power_w_max")
 #: Times :func:`read_sums` reads again when writers change the window's days while it reads.
 READ_TRIES = 3
 _DAY = f"(hour_ts / {DAY_S}) * {DAY_S}"
+_WINDOW = "FROM gpu_samples_hourly WHERE hour_ts >= :start_ts AND hour_ts < :end_ts"
+# Per (day, unit, pod) the sums and peaks; per (day, unit) the hours with an XID, counted once
+# (on the unit's row of the lowest pod id).
 _HOURLY_SUMS = f"""
-SELECT {_DAY}, gpu_id, pod_id, SUM(samples), SUM(data_s), SUM(used_s), SUM(idle_s),
-    MIN(first_ts), MAX(last_ts)
-FROM gpu_samples_hourly
-WHERE hour_ts >= :start_ts AND hour_ts < :end_ts
-GROUP BY {_DAY}, gpu_id, pod_id
+SELECT p.day_ts, p.gpu_id, p.pod_id, p.samples, p.data_s, p.used_s, p.idle_s, p.first_ts,
+    p.last_ts, p.step_max_s, p.prof_samples, p.dev_samples, p.fb_used_ratio_max, p.temp_max_c,
+    p.power_w_max, p.xid_max, CASE WHEN p.pod_id = g.first_pod THEN g.xid_hours ELSE 0 END
+FROM (
+    SELECT {_DAY} AS day_ts, gpu_id, pod_id, SUM(samples) AS samples, SUM(data_s) AS data_s,
+        SUM(used_s) AS used_s, SUM(idle_s) AS idle_s, MIN(first_ts) AS first_ts,
+        MAX(last_ts) AS last_ts, MAX(step_s) AS step_max_s,
+        SUM(CASE WHEN util_signal = {UTIL_SIGNAL_PROF} THEN samples ELSE 0 END) AS prof_samples,
+        SUM(CASE WHEN util_signal = {UTIL_SIGNAL_DEV} THEN samples ELSE 0 END) AS dev_samples,
+        MAX(CASE WHEN fb_total_mib > 0 THEN fb_used_max_mib / fb_total_mib END)
+            AS fb_used_ratio_max,
+        MAX(temp_max_c) AS temp_max_c,
+        MAX(CASE WHEN power_n > 0 THEN power_w_sum / power_n END) AS power_w_max,
+        COALESCE(MAX(xid), 0) AS xid_max
+    {_WINDOW}
+    GROUP BY {_DAY}, gpu_id, pod_id
+) p JOIN (
+    SELECT {_DAY} AS day_ts, gpu_id, MIN(pod_id) AS first_pod,
+        COUNT(DISTINCT CASE WHEN xid <> 0 THEN hour_ts END) AS xid_hours
+    {_WINDOW}
+    GROUP BY {_DAY}, gpu_id
+) g ON g.day_ts = p.day_ts AND g.gpu_id = p.gpu_id
 """  # noqa: S608 - constants only
 _BUILD = f"INSERT INTO gpu_samples_daily ({', '.join(SUM_COLUMNS)}) {_HOURLY_SUMS}"
 _DAILY = f"""
@@ -109,9 +135,27 @@ def build_day(engine: Engine, day_ts: int) -> bool:
             )
             if done.rowcount != 1:
                 raise _Changed
-    except (_Changed, OperationalError):
+    except _Changed:
+        return False
+    except OperationalError as error:
+        if not _contention(error):
+            raise
         return False
     return True
+
+
+#: SQLSTATEs of a lock that could not be had: serialization failure, deadlock, lock timeout.
+_CONTENTION_STATES = frozenset({"40001", "40P01", "55P03"})
+
+
+def _contention(error: OperationalError) -> bool:
+    """Whether ``error`` says another transaction holds what the build needs (SQLite: the
+    database is locked or busy; PostgreSQL: :data:`_CONTENTION_STATES`), not a broken store."""
+    state = getattr(error.orig, "sqlstate", None)
+    if state is not None:
+        return state in _CONTENTION_STATES
+    text_ = str(error.orig).lower()
+    return "locked" in text_ or "busy" in text_
 
 
 def _versions(conn: Connection, start_ts: int, end_ts: int) -> dict[int, tuple[int, int | None]]:
@@ -140,9 +184,11 @@ class SumsRead:
 
 
 def _frame(rows: list[tuple[object, ...]]) -> pd.DataFrame:
-    matrix = np.array(rows, dtype="float64").reshape(-1, len(SUM_COLUMNS))
+    # Plain tuples first: numpy reads a result row item by item through its key lookup.
+    matrix = np.array([tuple(r) for r in rows], dtype="float64").reshape(-1, len(SUM_COLUMNS))
     frame = pd.DataFrame(matrix, columns=list(SUM_COLUMNS))
-    return frame.astype({name: "int64" for name in SUM_COLUMNS if name != "used_s"})
+    floats = ("used_s", *NULLABLE)
+    return frame.astype({name: "int64" for name in SUM_COLUMNS if name not in floats})
 
 
 def _read_once(

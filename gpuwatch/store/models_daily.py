@@ -2,7 +2,8 @@
 
 ``gpu_samples_daily`` holds, per UTC day, GPU unit and pod, the sums of ``gpu_samples_hourly``
 that every cost figure is linear in (samples, seconds with data, utilized and idle seconds),
-so a window of whole days is summed over a few rows per unit instead of 24.
+and the unit's health peaks and signal counts, so a window of whole days is read from a few
+rows per unit instead of 24.
 ``gpu_daily_state`` says which days those sums are current for: writers of hourly rows raise
 a day's ``version`` (:func:`gpuwatch.store.daily.invalidate`), and a day's sums are read only
 while ``built_version`` equals it (:mod:`gpuwatch.store.daily`).
@@ -31,6 +32,20 @@ class GpuSampleDaily(Base):
     #: First and last raw sample instants behind the day's hourly rows.
     first_ts: Mapped[int] = mapped_column(BigInteger)
     last_ts: Mapped[int] = mapped_column(BigInteger)
+    #: The longest step between raw samples.
+    step_max_s: Mapped[int] = mapped_column(Integer)
+    #: Raw samples whose utilization came from ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` and from
+    #: ``DCGM_FI_DEV_GPU_UTIL``.
+    prof_samples: Mapped[int] = mapped_column(BigInteger)
+    dev_samples: Mapped[int] = mapped_column(BigInteger)
+    #: Peaks of the hours: memory used over total, temperature, hourly mean power, XID.
+    fb_used_ratio_max: Mapped[float | None] = mapped_column(Float)
+    temp_max_c: Mapped[float | None] = mapped_column(Float)
+    power_w_max: Mapped[float | None] = mapped_column(Float)
+    xid_max: Mapped[int] = mapped_column(Integer)
+    #: Hours of the day in which the unit reported an XID error, counted once per unit: on the
+    #: unit's row of the lowest ``pod_id`` (0 on its other rows).
+    xid_hours: Mapped[int] = mapped_column(Integer)
 
 
 class GpuDailyState(Base):

@@ -1,6 +1,6 @@
 """The summed samples of a window, per UTC day: daily sums and hourly rows, read by the store.
 
-:func:`load_daily_samples` turns the sums of :func:`gpuwatch.store.daily.read_sums` into sample
+:func:`daily_samples` turns the sums of :func:`gpuwatch.store.daily.read_sums` into sample
 rows, one per (UTC day, GPU unit, pod), shaped as :func:`~gpuwatch.store.repository.
 load_hourly_samples` shapes an hour (``ts`` is the day; no health readings), so the analytics
 cost them exactly as they cost hourly rows: every cost figure is linear in the summed seconds.
@@ -12,22 +12,18 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
-from gpuwatch.store import daily
 from gpuwatch.store.repository import summed_samples
 
 _SUMMED = ("gpu_id", "pod_id", "samples", "data_s", "used_s", "idle_s")
 _UNREAD = ("util_signal", "fb_used_max_mib", "fb_total_mib", "power_w_sum", "temp_max_c", "xid")
 
 
-def load_daily_samples(
-    engine: Engine, start_ts: int, end_ts: int, finished_before_ts: int
-) -> pd.DataFrame:
-    """Sample rows per (UTC day, GPU unit, pod) of the hours in ``[start_ts, end_ts)``:
-    ``step_s`` the seconds with a reading, ``util_ratio`` and ``idle_ratio`` their mean and
-    idle share, ``samples`` the raw samples behind them (:data:`~gpuwatch.domain.frames.
-    HOURLY_SAMPLE_COLUMNS`; memory, power, temperature and XID are not read: NaN/0).
-    ``finished_before_ts``: see :func:`~gpuwatch.store.daily.read_sums`."""
-    sums = daily.read_sums(engine, start_ts, end_ts, finished_before_ts).sums
+def daily_samples(engine: Engine, sums: pd.DataFrame) -> pd.DataFrame:
+    """Sums of :func:`~gpuwatch.store.daily.read_sums` as sample rows, one per (UTC day, GPU
+    unit, pod): ``ts`` the day, ``step_s`` the seconds with a reading, ``util_ratio`` and
+    ``idle_ratio`` their mean and idle share, ``samples`` the raw samples behind them
+    (:data:`~gpuwatch.domain.frames.HOURLY_SAMPLE_COLUMNS`; memory, power, temperature and XID
+    are left unread: NaN/0, the sums carry their peaks)."""
     cols = {name: sums[name].to_numpy(dtype="float64") for name in _SUMMED}
     cols["hour_ts"] = sums["day_ts"].to_numpy(dtype="float64")
     cols |= {name: np.full(len(sums), np.nan) for name in _UNREAD}

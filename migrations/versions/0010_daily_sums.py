@@ -1,7 +1,7 @@
 """Daily sums of the hourly roll-ups, which the pages' windows read (issue: scale out).
 
 - ``gpu_samples_daily``: per UTC day, GPU unit and pod, the sums of ``gpu_samples_hourly``
-  that the cost figures are linear in.
+  that the cost figures are linear in, and the unit's health peaks and signal counts.
 - ``gpu_daily_state``: per day, the version its hourly rows are at and the version its sums
   were built from (docs/storage.md#daily-sums).
 
@@ -36,6 +36,14 @@ def upgrade() -> None:
         sa.Column("idle_s", sa.BigInteger(), nullable=False),
         sa.Column("first_ts", sa.BigInteger(), nullable=False),
         sa.Column("last_ts", sa.BigInteger(), nullable=False),
+        sa.Column("step_max_s", sa.Integer(), nullable=False),
+        sa.Column("prof_samples", sa.BigInteger(), nullable=False),
+        sa.Column("dev_samples", sa.BigInteger(), nullable=False),
+        sa.Column("fb_used_ratio_max", sa.Float(), nullable=True),
+        sa.Column("temp_max_c", sa.Float(), nullable=True),
+        sa.Column("power_w_max", sa.Float(), nullable=True),
+        sa.Column("xid_max", sa.Integer(), nullable=False),
+        sa.Column("xid_hours", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(
             ["gpu_id"],
             ["gpus.id"],
