@@ -111,8 +111,8 @@ def detail_queries(snap: Snapshot) -> dict[str, dict[str, str]]:
 
 
 def store_sums(snap: Snapshot, window: str, samples: int) -> list[float]:
-    """Times the store takes to sum a window's cost rows (daily sums for whole finished days,
-    hourly rows for the rest), uncached: the first of them also builds missing days."""
+    """Times the store takes to sum a window's cost and GPU rows (daily sums for its whole days
+    whose sums are built, hourly rows for the rest), uncached."""
     start, end = window_bounds(snap, Filters(window=window))
     values = []
     for _ in range(samples):

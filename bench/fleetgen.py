@@ -687,7 +687,7 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
     from sqlalchemy import text
 
     from gpuwatch.simulate.load import load_simulated
-    from gpuwatch.store import partitions, rollup
+    from gpuwatch.store import daily, partitions, rollup
     from gpuwatch.store.engine import make_engine, upgrade
     from gpuwatch.store.models import GpuSample
 
@@ -727,6 +727,7 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
         conn.exec_driver_sql(
             "CREATE UNIQUE INDEX ix_gpu_samples_gpu_id_ts ON gpu_samples (gpu_id, ts)"
         )
+    daily.build_pending(engine, size.end_ts)  # as the collector does after writing
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")

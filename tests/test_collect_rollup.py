@@ -51,6 +51,16 @@ def _collect(engine: Engine, url: str, start: int, end: int) -> CollectStats:
     return collect(engine, "lab", window, source, None, LabelVariants(), now_ts=END)
 
 
+def _daily(engine: Engine) -> tuple[list[int], tuple[int, ...]]:
+    """The days whose daily sums are current, and the same totals over those sums."""
+    with engine.connect() as conn:
+        built = "SELECT day_ts FROM gpu_daily_state WHERE built_version = version ORDER BY 1"
+        days = [int(r[0]) for r in conn.execute(sa.text(built))]
+        sums = HOURLY_TOTALS.replace("gpu_samples_hourly", "gpu_samples_daily")
+        totals = tuple(int(v or 0) for v in conn.execute(sa.text(sums)).one())
+    return days, totals
+
+
 def _totals(engine: Engine) -> tuple[tuple[int, ...], tuple[int, ...]]:
     with engine.connect() as conn:
         raw = tuple(int(v or 0) for v in conn.execute(sa.text(TOTALS)).one())
@@ -69,9 +79,11 @@ def test_rollups_match_the_samples_after_every_collection(
     assert (stats.pages, stats.gpu_units, stats.pods) == (5, 17, 7)
     first_raw, first_hourly = _totals(engine)
     assert first_raw[0] > 0 and first_raw == first_hourly
+    assert _daily(engine) == ([START], first_hourly)  # the collected day is finished: built
     _collect(engine, prometheus.url, START + 86400 - 7200, END)  # overlaps the first run
     raw, hourly = _totals(engine)
     assert raw[0] > first_raw[0] and raw == hourly
+    assert _daily(engine) == ([START, START + 86400], hourly)  # the first day built again
     engine.dispose()
 
 

@@ -90,27 +90,24 @@ def _daily_rows(engine: Engine, day_ts: int) -> int:
         return int(conn.execute(sql, {"d": day_ts}).scalar_one())
 
 
+def test_the_loader_builds_the_finished_days(engine: Engine) -> None:
+    assert _state(engine) == {DAY1: (1, 1), DAY2: (1, 1), DAY3: (1, None)}
+    assert _daily_rows(engine, DAY1) > 0 and _daily_rows(engine, DAY3) == 0
+    with engine.connect() as conn:
+        assert daily.pending_days(conn, END_TS) == []
+        assert daily.pending_days(conn, DAY3 + DAY_S) == [DAY3]
+
+
 def test_a_window_sums_to_its_raw_samples_whole_days_from_daily_sums(engine: Engine) -> None:
     start = DAY1 + 7 * HOUR_S  # a part of day 1, day 2 whole, a part of day 3
-    read = daily.read_sums(engine, start, END_TS, finished_before_ts=END_TS)
+    read = daily.read_sums(engine, start, END_TS)
     assert read.daily_days == 1
-    assert _daily_rows(engine, DAY2) > 0 and _daily_rows(engine, DAY1) == 0
     _assert_equal(_sums(read), _raw_sums(engine, start, END_TS))
     assert set(read.sums["day_ts"]) == {DAY1, DAY2, DAY3}
 
 
-def test_days_still_being_written_are_never_built(engine: Engine) -> None:
-    read = daily.read_sums(engine, DAY1, END_TS, finished_before_ts=DAY2 + 3 * HOUR_S)
-    assert read.daily_days == 1
-    assert _daily_rows(engine, DAY2) == 0 and _state(engine)[DAY2] == (1, None)  # as loaded
-    _assert_equal(_sums(read), _raw_sums(engine, DAY1, END_TS))
-
-
-def test_built_days_are_read_again_without_building(engine: Engine) -> None:
-    daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
-    built = _state(engine)
-    assert built == {DAY1: (1, 1), DAY2: (1, 1), DAY3: (1, None)}
-    with engine.begin() as conn:  # a planted row: a rebuild would remove it
+def test_built_days_are_read_from_their_sums(engine: Engine) -> None:
+    with engine.begin() as conn:  # a planted row: read from the hourly rows, it would not show
         conn.execute(
             sa.text(
                 "UPDATE gpu_samples_daily SET samples = samples + 1000 WHERE day_ts = :d"
@@ -118,19 +115,25 @@ def test_built_days_are_read_again_without_building(engine: Engine) -> None:
             ),
             {"d": DAY2},
         )
-    again = daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
-    extra = _sums(again)["samples"].sum() - _raw_sums(engine, DAY1, DAY3)["samples"].sum()
-    assert extra == 1000 and _state(engine) == built
+    read = daily.read_sums(engine, DAY1, DAY3)
+    extra = _sums(read)["samples"].sum() - _raw_sums(engine, DAY1, DAY3)["samples"].sum()
+    assert extra == 1000 and read.daily_days == 2
 
 
-def test_rolling_up_an_hour_again_drops_its_days_sums(engine: Engine) -> None:
-    daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
+def test_rolling_up_an_hour_again_drops_its_days_sums_until_the_next_build(
+    engine: Engine,
+) -> None:
     with engine.begin() as conn:
         rollup.roll_up(conn, DAY2 + 5 * HOUR_S, DAY2 + 6 * HOUR_S)
     assert _state(engine) == {DAY1: (1, 1), DAY2: (2, None), DAY3: (1, None)}
     assert _daily_rows(engine, DAY2) == 0 and _daily_rows(engine, DAY1) > 0
-    read = daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
-    assert read.daily_days == 2 and _state(engine)[DAY2] == (2, 2)
+    read = daily.read_sums(engine, DAY1, DAY3)  # reads only: day 2 from its hourly rows
+    assert read.daily_days == 1 and _state(engine)[DAY2] == (2, None)
+    _assert_equal(_sums(read), _raw_sums(engine, DAY1, DAY3))
+    assert daily.build_pending(engine, END_TS) == 1
+    assert _state(engine)[DAY2] == (2, 2)
+    read = daily.read_sums(engine, DAY1, DAY3)
+    assert read.daily_days == 2
     _assert_equal(_sums(read), _raw_sums(engine, DAY1, DAY3))
 
 
@@ -149,22 +152,22 @@ def _add_a_sample(conn: sa.Connection, hour_ts: int) -> int:
 
 
 def test_a_new_sample_in_a_built_day_is_in_the_next_read(engine: Engine) -> None:
-    daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
     with engine.begin() as conn:
         gpu_id = _add_a_sample(conn, DAY1 + 17 * HOUR_S)
-    read = daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
+    daily.build_pending(engine, END_TS)
+    read = daily.read_sums(engine, DAY1, DAY3)
+    assert read.daily_days == 2
     _assert_equal(_sums(read), _raw_sums(engine, DAY1, DAY3))
     assert _sums(read).loc[(DAY1, gpu_id)]["samples"].sum() > 0
 
 
 def test_compaction_drops_the_days_before_the_cut(engine: Engine) -> None:
-    daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
     with engine.begin() as conn:
         rollup.compact(conn, END_TS, raw_keep_s=DAY_S, hourly_keep_s=END_TS - DAY2 - 6 * HOUR_S)
     state = _state(engine)
     assert DAY1 not in state and state[DAY2] == (2, None)
     assert _daily_rows(engine, DAY1) == 0
-    read = daily.read_sums(engine, DAY1, END_TS, finished_before_ts=END_TS)
+    read = daily.read_sums(engine, DAY1, END_TS)
     assert read.sums["day_ts"].min() == DAY2
     assert read.sums["samples"].sum() == _raw_sums(engine, DAY2 + 6 * HOUR_S, END_TS)[
         "samples"
@@ -181,7 +184,6 @@ def _hourly_samples(engine: Engine, start_ts: int, end_ts: int) -> int:
 def test_a_write_during_the_read_makes_it_read_again(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    daily.read_sums(engine, DAY1, DAY3, finished_before_ts=END_TS)
     real_gaps, calls = daily._gaps, []
 
     def gaps_then_a_write(start_ts: int, end_ts: int, built: list[int]) -> list[tuple[int, int]]:
@@ -192,15 +194,15 @@ def test_a_write_during_the_read_makes_it_read_again(
         return real_gaps(start_ts, end_ts, built)
 
     monkeypatch.setattr(daily, "_gaps", gaps_then_a_write)
-    read = daily.read_sums(engine, DAY1, END_TS, finished_before_ts=END_TS)
+    read = daily.read_sums(engine, DAY1, END_TS)
     assert read.tries == 2 and calls == [[DAY1, DAY2], [DAY2]]
     _assert_equal(_sums(read), _raw_sums(engine, DAY1, END_TS))
 
 
 def test_whole_days_of_a_window() -> None:
-    assert daily.whole_days(DAY1 + HOUR_S, DAY3 + DAY_S, DAY3 + DAY_S) == [DAY2, DAY3]
-    assert daily.whole_days(DAY1, DAY3 + HOUR_S, DAY3) == [DAY1, DAY2]
-    assert daily.whole_days(DAY1, DAY1 + 23 * HOUR_S, DAY3) == []
+    assert daily.whole_days(DAY1 + HOUR_S, DAY3 + DAY_S) == [DAY2, DAY3]
+    assert daily.whole_days(DAY1, DAY3 + HOUR_S) == [DAY1, DAY2]
+    assert daily.whole_days(DAY1, DAY1 + 23 * HOUR_S) == []
 
 
 def _wait_for_a_lock_wait(engine: Engine, deadline_s: float = 30.0) -> None:
@@ -234,7 +236,7 @@ def test_a_build_waits_for_a_writer_of_its_day_and_sums_what_it_wrote(postgres_u
             assert built.result(timeout=60) is True
     version, built_version = _state(engine)[DAY2]
     assert built_version == version
-    read = daily.read_sums(engine, DAY2, DAY3, finished_before_ts=END_TS)
+    read = daily.read_sums(engine, DAY2, DAY3)
     assert read.daily_days == 1
     _assert_equal(_sums(read), _raw_sums(engine, DAY2, DAY3))
     engine.dispose()

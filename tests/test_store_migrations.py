@@ -192,9 +192,11 @@ def test_upgrading_a_0001_store_rolls_its_samples_up(store_url: str) -> None:
             )
         ).all()
         threshold = conn.execute(sa.text("SELECT idle_util_pct FROM rollup_state")).scalar_one()
+        days = conn.execute(sa.text("SELECT * FROM gpu_daily_state")).all()
     engine.dispose()
     assert [tuple(r) for r in rows] == [
         (3600, 0, 3, 120, pytest.approx(30.6), 60),
         (7200, 0, 1, 60, pytest.approx(60.0), 0),
     ]
     assert threshold == 5.0
+    assert [tuple(r) for r in days] == [(0, 1, None)]  # day 0 is pending: collect builds it

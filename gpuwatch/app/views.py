@@ -88,7 +88,6 @@ def span_sums(snap: Snapshot, start_ts: int, end_ts: int) -> WindowSums:
             snap.price_book,
             snap.policy.idle_threshold_ratio,
             (start_ts, end_ts),
-            snap.end_ts,
         )
 
     return snap.memo(("span_sums", start_ts, end_ts), compute)

@@ -47,12 +47,10 @@ def window_sums(
     price_book: PriceBook,
     idle_threshold_ratio: float,
     window: tuple[int, int],
-    finished_before_ts: int,
 ) -> WindowSums:
-    """The sums of the window ``[start_ts, end_ts)`` (whole hours); ``finished_before_ts``:
-    the hour after the last collected one."""
+    """The sums of the window ``[start_ts, end_ts)`` (whole hours)."""
     start_ts, end_ts = window
-    sums = daily.read_sums(engine, start_ts, end_ts, finished_before_ts).sums
+    sums = daily.read_sums(engine, start_ts, end_ts).sums
     samples = daily_samples(engine, sums)
     by_hour = node_level_units(samples, pods)
     if len(by_hour):

@@ -33,8 +33,9 @@ from gpuwatch.collectors.promql import Catalogue
 from gpuwatch.collectors.screen import SeriesIssues
 from gpuwatch.collectors.slots import fill_free_slots
 from gpuwatch.collectors.stop import NEVER, Interrupted, Stop, Worker
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.labels import LabelVariants
-from gpuwatch.store import partitions, rollup, rollup_append, writer
+from gpuwatch.store import daily, partitions, rollup, rollup_append, writer
 from gpuwatch.store import pods as store_pods
 from gpuwatch.store import repository_scheduling as sched_store
 from gpuwatch.store.models import DraDevice
@@ -318,12 +319,20 @@ def collect(
                 progress(index + 1, len(pages), total)
     finally:
         fetcher.close()
-    end = pages[done - 1][1] if done else window.start_ts
+    end = _finished(engine, pages[done - 1][1] if done else window.start_ts, total)
     dra = snap.dra.summary() if snap is not None else None
     queues = snap.sched.summary() if snap is not None else None
     return CollectStats(
         window.start_ts, end, done, total, len(units), len(pods), issues, dra, queues, partial
     )
+
+
+def _finished(engine: Engine, end_ts: int, written: int) -> int:
+    """After writing up to ``end_ts``: the days finished by then get their daily sums (the
+    dashboard reads them, and never writes); returns ``end_ts``."""
+    if written:
+        daily.build_pending(engine, end_ts - end_ts % HOUR_S)
+    return end_ts
 
 
 def _last_partial(engine: Engine, cluster_id: int) -> dict[str, Any] | None:

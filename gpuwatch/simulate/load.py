@@ -20,7 +20,7 @@ from gpuwatch.domain.providers import provider_from_node
 from gpuwatch.simulate.generate import SimulatedData
 from gpuwatch.simulate.kube_objects import provider_id
 from gpuwatch.simulate.load_samples import insert_samples
-from gpuwatch.store import rollup
+from gpuwatch.store import daily, rollup
 from gpuwatch.store.models import (
     Cluster,
     CollectionState,
@@ -112,6 +112,8 @@ def load_simulated(conn: Connection, data: SimulatedData) -> LoadStats:
     devices = _insert_dra_devices(conn, data, clusters)
     queued = _insert_queues(conn, data, clusters)
     rollup.roll_up(conn, data.start_ts, data.end_ts)
+    for day in daily.pending_days(conn, data.end_ts):
+        daily.build_day_in(conn, day)
     state = {"source": SOURCE, "watermark_ts": data.end_ts, "updated_ts": data.end_ts}
     detail = {"start_ts": data.start_ts, "step_s": data.step_s}
     conn.execute(

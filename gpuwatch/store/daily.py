@@ -1,13 +1,16 @@
-"""Daily sums of the hourly roll-ups: kept current by the writers, built by the readers.
+"""Daily sums of the hourly roll-ups: dropped and built by the writers, read by the pages.
 
 A window of the pages is summed per (UTC day, GPU unit, pod) from ``gpu_samples_daily`` for its
-whole, finished days and from ``gpu_samples_hourly`` for the rest (docs/storage.md#daily-sums):
+whole days whose sums are current and from ``gpu_samples_hourly`` for the rest
+(docs/storage.md#daily-sums):
 
 - every writer of hourly rows calls :func:`invalidate` for the days it touched, in its own
   transaction: the day's ``version`` goes up and its sums are deleted;
-- :func:`read_sums` builds the finished days that have no current sums (:func:`build_day`, one
-  transaction per day, guarded by the day's state row), then reads the sums and the remaining
-  hours, and reads again if a writer changed a day meanwhile.
+- after writing, the collector (and the simulated fleet's loader) builds the finished days
+  whose sums are not current (:func:`build_pending`, one transaction per day, guarded by the
+  day's state row);
+- :func:`read_sums` only reads: the current sums and the remaining hours, again if a writer
+  changed a day meanwhile. The dashboard never writes to the store.
 
 The sums are the same SQL on SQLite and PostgreSQL, and equal the hourly rows' sums exactly
 (integers, and one float sum per row).
@@ -116,24 +119,30 @@ class _Changed(Exception):
     """A writer raised the day's version while its sums were being built."""
 
 
+def build_day_in(conn: Connection, day_ts: int) -> bool:
+    """Sum one day's hourly rows into ``gpu_samples_daily`` in the caller's transaction; False
+    where a writer raised the day's version meanwhile (nothing recorded as built)."""
+    conn.execute(text(_ENSURE), {"day_ts": day_ts})  # SQLite: the write lock, first
+    state = table_of(GpuDailyState)
+    row = conn.execute(
+        select(state.c.version).where(state.c.day_ts == day_ts).with_for_update()
+    ).one()
+    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts == day_ts))
+    conn.execute(text(_BUILD), {"start_ts": day_ts, "end_ts": day_ts + DAY_S})
+    done = conn.execute(
+        update(state)
+        .where(state.c.day_ts == day_ts, state.c.version == row[0])
+        .values(built_version=row[0])
+    )
+    return done.rowcount == 1
+
+
 def build_day(engine: Engine, day_ts: int) -> bool:
-    """Sum one day's hourly rows into ``gpu_samples_daily``; False where a writer got there
-    first (the day is read from its hourly rows until a later build)."""
+    """:func:`build_day_in`, in a transaction of its own; False (nothing kept) where a writer got
+    there first or held the day's lock too long."""
     try:
         with engine.begin() as conn:
-            conn.execute(text(_ENSURE), {"day_ts": day_ts})  # SQLite: the write lock, first
-            state = table_of(GpuDailyState)
-            row = conn.execute(
-                select(state.c.version).where(state.c.day_ts == day_ts).with_for_update()
-            ).one()
-            conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts == day_ts))
-            conn.execute(text(_BUILD), {"start_ts": day_ts, "end_ts": day_ts + DAY_S})
-            done = conn.execute(
-                update(state)
-                .where(state.c.day_ts == day_ts, state.c.version == row[0])
-                .values(built_version=row[0])
-            )
-            if done.rowcount != 1:
+            if not build_day_in(conn, day_ts):
                 raise _Changed
     except _Changed:
         return False
@@ -142,6 +151,24 @@ def build_day(engine: Engine, day_ts: int) -> bool:
             raise
         return False
     return True
+
+
+def pending_days(conn: Connection, finished_before_ts: int) -> list[int]:
+    """The days written since their sums were built (or never built) that end by
+    ``finished_before_ts``, in order."""
+    state = table_of(GpuDailyState)
+    stale = state.c.built_version.is_(None) | (state.c.built_version != state.c.version)
+    last = int(finished_before_ts) - DAY_S
+    stmt = select(state.c.day_ts).where(stale, state.c.day_ts <= last).order_by(state.c.day_ts)
+    return [int(r[0]) for r in conn.execute(stmt)]
+
+
+def build_pending(engine: Engine, finished_before_ts: int) -> int:
+    """Build the sums of every :func:`pending_days` day, a transaction each (the writers call
+    this after writing: the dashboard only reads); returns the days built."""
+    with engine.connect() as conn:
+        days = pending_days(conn, finished_before_ts)
+    return sum(build_day(engine, day) for day in days)
 
 
 #: SQLSTATEs of a lock that could not be had: serialization failure, deadlock, lock timeout.
@@ -167,11 +194,10 @@ def _versions(conn: Connection, start_ts: int, end_ts: int) -> dict[int, tuple[i
     return {int(r[0]): (int(r[1]), None if r[2] is None else int(r[2])) for r in conn.execute(stmt)}
 
 
-def whole_days(start_ts: int, end_ts: int, finished_before_ts: int) -> list[int]:
-    """The UTC days wholly inside ``[start_ts, end_ts)`` that end by ``finished_before_ts``."""
+def whole_days(start_ts: int, end_ts: int) -> list[int]:
+    """The UTC days wholly inside ``[start_ts, end_ts)``."""
     first = -(-int(start_ts) // DAY_S) * DAY_S
-    last = min(int(end_ts), int(finished_before_ts))
-    return list(range(first, last - DAY_S + 1, DAY_S))
+    return list(range(first, int(end_ts) - DAY_S + 1, DAY_S))
 
 
 @dataclass(frozen=True)
@@ -231,21 +257,16 @@ def _gaps(start_ts: int, end_ts: int, built: list[int]) -> list[tuple[int, int]]
     return out
 
 
-def read_sums(engine: Engine, start_ts: int, end_ts: int, finished_before_ts: int) -> SumsRead:
+def read_sums(engine: Engine, start_ts: int, end_ts: int) -> SumsRead:
     """Per (UTC day, GPU unit, pod) the sums of the hourly rows of ``[start_ts, end_ts)``
-    (whole hours): :data:`SUM_COLUMNS`, in no set order.
+    (whole hours): :data:`SUM_COLUMNS`, in no set order. Reads only.
 
-    The whole days of the window that end by ``finished_before_ts`` (the hour after the last
-    collected one: later hours are still being written) come from daily sums, built first where
-    they are missing or stale; the other hours are summed from the hourly rows.
+    The window's whole days whose sums are current come from ``gpu_samples_daily``; the other
+    hours (the window's ends, days still being written, days not built yet) are summed from the
+    hourly rows by the same SQL.
     """
     start_ts, end_ts = int(start_ts) - int(start_ts) % HOUR_S, int(end_ts)
-    days = whole_days(start_ts, end_ts, finished_before_ts)
-    with engine.connect() as conn:
-        known = _versions(conn, day_floor(start_ts), end_ts)
-    for day in days:
-        if day not in known or known[day][1] != known[day][0]:
-            build_day(engine, day)
+    days = whole_days(start_ts, end_ts)
     sums, changed, used = _read_once(engine, start_ts, end_ts, days)
     tries = 1
     while changed and tries < READ_TRIES:

@@ -5,7 +5,8 @@
 - ``gpu_daily_state``: per day, the version its hourly rows are at and the version its sums
   were built from (docs/storage.md#daily-sums).
 
-Both start empty: days are summed when a page first reads them.
+The days that already have hourly rows are recorded as written and not built: the next
+``gpuwatch collect`` builds their sums (until then pages read those days' hourly rows).
 
 Revision ID: 0010
 Revises: 0009
@@ -22,6 +23,12 @@ revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+_DAY_S = 86_400
+_PENDING_DAYS = f"""
+INSERT INTO gpu_daily_state (day_ts, version, built_version)
+SELECT DISTINCT (hour_ts / {_DAY_S}) * {_DAY_S}, 1, CAST(NULL AS BIGINT) FROM gpu_samples_hourly
+"""  # noqa: S608 - constants only
 
 
 def upgrade() -> None:
@@ -59,6 +66,9 @@ def upgrade() -> None:
         sa.Column("built_version", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("day_ts", name=op.f("pk_gpu_daily_state")),
     )
+
+    # Every day that already has hourly rows is pending: the next collection builds its sums.
+    op.execute(_PENDING_DAYS)
 
 
 def downgrade() -> None:
