@@ -11,8 +11,8 @@ request costs the server):
 - ``first load, no warm-up``: the same before the warm-up has run (right after new data);
 - ``filter change``: a request for filters not seen before (cluster, team, namespace, GPU
   model, time window), with the snapshot warm;
-- ``store cost sums``: the store summing one window's cost rows, uncached (daily sums for its
-  whole finished days, hourly rows for the rest; the first sample also builds missing days).
+- ``store cost sums``: the store summing one window's cost and GPU rows, uncached (daily sums
+  for its whole UTC days whose sums are built, hourly rows for the rest).
 
 Prints p50 (median), p95 and max in milliseconds per row, the snapshot's build time, its
 frames' size, and the process's peak RSS after the build and at the end.
