@@ -39,7 +39,8 @@ if str(ROOT) not in sys.path:
 
 from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot  # noqa: E402
 from gpuwatch.app.server import create_app  # noqa: E402
-from gpuwatch.app.views import options, span_cost_rows, window_bounds, workloads  # noqa: E402
+from gpuwatch.app.views import options, window_bounds, workloads  # noqa: E402
+from gpuwatch.app.window_costs import span_sums  # noqa: E402
 from gpuwatch.config import Settings  # noqa: E402
 from gpuwatch.store.engine import make_engine  # noqa: E402
 
@@ -117,7 +118,7 @@ def store_sums(snap: Snapshot, window: str, samples: int) -> list[float]:
     values = []
     for _ in range(samples):
         snap.forget()
-        values.append(timed(lambda: span_cost_rows(snap, start, end)))
+        values.append(timed(lambda: span_sums(snap, start, end)))
     return values
 
 

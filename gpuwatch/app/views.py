@@ -25,14 +25,8 @@ from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import WINDOWS, Filters, Snapshot
-from gpuwatch.app.rollup import (
-    COST_SUMS,
-    allocation_modes,
-    empty_cost_rows,
-    empty_gpu_rows,
-    pending_series,
-)
-from gpuwatch.app.window_costs import WindowSums, window_sums
+from gpuwatch.app.rollup import COST_SUMS, allocation_modes, pending_series
+from gpuwatch.app.window_costs import span_cost_rows, span_sums
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
@@ -73,29 +67,6 @@ def filter_mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], .
 
 def window_days(f: Filters) -> int:
     return int(WINDOWS[f.window])
-
-
-def span_sums(snap: Snapshot, start_ts: int, end_ts: int) -> WindowSums:
-    """The cost and GPU rows of ``[start_ts, end_ts)`` per UTC day, summed by the store
-    (:func:`~gpuwatch.app.window_costs.window_sums`); never modify them."""
-
-    def compute() -> WindowSums:
-        if snap.engine is None or snap.empty:
-            return WindowSums(cost=empty_cost_rows(), gpu=empty_gpu_rows())
-        return window_sums(
-            snap.engine,
-            snap.pods,
-            snap.price_book,
-            snap.policy.idle_threshold_ratio,
-            (start_ts, end_ts),
-        )
-
-    return snap.memo(("span_sums", start_ts, end_ts), compute)
-
-
-def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """The per (UTC day ``day_ts``, GPU unit, pod) cost rows of ``[start_ts, end_ts)``."""
-    return span_sums(snap, start_ts, end_ts).cost
 
 
 def cost_rows(snap: Snapshot, f: Filters, skip_days: int = 0) -> pd.DataFrame:

@@ -16,7 +16,8 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.budgets import RUN_RATE_DAYS, forecast_from, month_bounds
 from gpuwatch.analytics.showback import spread_unallocated, with_shares
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import breakdown, span_cost_rows
+from gpuwatch.app.views import breakdown
+from gpuwatch.app.window_costs import span_cost_rows
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.frames import NO_POD
 

@@ -5,7 +5,8 @@ costs them with the analytics' own :func:`~gpuwatch.analytics.costing.prepare`, 
 cost model's quantities per (UTC day, GPU unit, pod) and each unit's utilization, health peaks
 and signal per UTC day: the same figures the hourly rows give, from a few rows per unit and
 day. Units that node-level attribution may give to pods are costed from their hourly rows,
-since that attribution follows the pods' start and end times.
+since that attribution follows the pods' start and end times. :func:`span_sums` caches a
+window's sums with the snapshot of the data version they were read at.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy import Engine
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import node_level_units, prepare
 from gpuwatch.app import rollup
+from gpuwatch.app.data import Snapshot
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import daily, repository
@@ -88,3 +90,26 @@ def _gpu_sums(rows: pd.DataFrame, days: np.ndarray, sums: pd.DataFrame) -> pd.Da
     out = out.reset_index()
     out["step_s"] = out["gpu_id"].map(steps).fillna(0).astype("int64")
     return out[[*keys, *GPU_COLUMNS]]
+
+
+def span_sums(snap: Snapshot, start_ts: int, end_ts: int) -> WindowSums:
+    """The cost and GPU rows of ``[start_ts, end_ts)`` per UTC day, summed by the store
+    (:func:`~gpuwatch.app.window_costs.window_sums`); never modify them."""
+
+    def compute() -> WindowSums:
+        if snap.engine is None or snap.empty:
+            return WindowSums(cost=rollup.empty_cost_rows(), gpu=rollup.empty_gpu_rows())
+        return window_sums(
+            snap.engine,
+            snap.pods,
+            snap.price_book,
+            snap.policy.idle_threshold_ratio,
+            (start_ts, end_ts),
+        )
+
+    return snap.memo(("span_sums", start_ts, end_ts), compute)
+
+
+def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The per (UTC day ``day_ts``, GPU unit, pod) cost rows of ``[start_ts, end_ts)``."""
+    return span_sums(snap, start_ts, end_ts).cost
