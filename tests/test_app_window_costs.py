@@ -91,8 +91,8 @@ def _hourly_reference(snap: Snapshot, engine: Engine, start_ts: int, end_ts: int
     snapshot summed before the store did, and what ``gpuwatch recommend`` sums)."""
     hourly = repository.load_hourly_samples(engine, start_ts, end_ts, health=False)
     rows = rollup.compact(prepare(hourly, snap.pods, snap.price_book))
-    days = rows["ts"].to_numpy() // 86_400
-    return rollup.cost_sums(rows, "day", days, snap.policy.idle_threshold_ratio)
+    days = rows["ts"].to_numpy() // 86_400 * 86_400
+    return rollup.cost_sums(rows, days, snap.policy.idle_threshold_ratio)
 
 
 def _assert_same(got: pd.DataFrame, want: pd.DataFrame) -> None:

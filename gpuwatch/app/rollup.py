@@ -10,9 +10,6 @@ Pure: costed hourly rows (:func:`gpuwatch.store.repository.load_hourly_samples` 
   window sums to exactly what the analytics compute for it (:mod:`gpuwatch.app.window_costs`
   sums the store's daily sums with it);
 - :func:`hour_gaps`: the hours in which a unit has fewer samples than its step implies.
-
-A *window day* (:func:`day_index`) counts back from the end of the data: day 0 is the last 24
-hours before ``end_ts``.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.domain.allocation import DRA
-from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import NO_POD
 
 #: Summed columns of the per (window day, GPU unit, pod) roll-up.
@@ -157,11 +154,6 @@ def empty_hourly() -> pd.DataFrame:
     return frame
 
 
-def day_index(ts: np.ndarray, end_ts: int) -> np.ndarray:
-    """Window day of each hour: 0 for the last 24 hours before ``end_ts``, 1 before that..."""
-    return np.asarray((end_ts - 1 - np.asarray(ts, dtype="int64")) // DAY_S, dtype="int64")
-
-
 def measures(rows: pd.DataFrame, idle_threshold_ratio: float) -> dict[str, np.ndarray]:
     """Per row, the cost model's summed quantities plus data hours and raw samples."""
     values = sample_measures(rows, idle_threshold_ratio)
@@ -175,31 +167,28 @@ def _labels(hourly: pd.DataFrame, key: str, names: tuple[str, ...]) -> pd.DataFr
     return hourly.drop_duplicates(key)[[key, *names]].reset_index(drop=True)
 
 
-def cost_sums(
-    rows: pd.DataFrame, day_name: str, days: np.ndarray, idle_threshold_ratio: float
-) -> pd.DataFrame:
-    """Per (day, GPU unit, pod) of compacted costed rows: the cost model's sums, labelled with
-    unit and pod text; ``days`` (named ``day_name``) gives each row's day."""
-    hourly = rows
-    frame = pd.DataFrame(measures(hourly, idle_threshold_ratio))
-    frame[day_name] = days
-    frame["gpu_id"] = hourly["gpu_id"].to_numpy(dtype="int64")
-    frame["pod_id"] = hourly["pod_id"].to_numpy(dtype="int64")
-    out = frame.groupby([day_name, "gpu_id", "pod_id"], sort=True)[list(COST_SUMS)].sum()
+#: Text columns of the cost rows: the unit's, its allocation mode, the pod's.
+COST_TEXT = ("cluster", "node", "gpu_model", "allocation", *POD_TEXT)
+
+
+def cost_sums(rows: pd.DataFrame, days: np.ndarray, idle_threshold_ratio: float) -> pd.DataFrame:
+    """Per (day ``day_ts``, GPU unit, pod) of compacted costed rows: the cost model's sums,
+    labelled with unit and pod text; ``days`` gives each row's day."""
+    frame = pd.DataFrame(measures(rows, idle_threshold_ratio))
+    frame["day_ts"] = days
+    frame["gpu_id"] = rows["gpu_id"].to_numpy(dtype="int64")
+    frame["pod_id"] = rows["pod_id"].to_numpy(dtype="int64")
+    out = frame.groupby(["day_ts", "gpu_id", "pod_id"], sort=True)[list(COST_SUMS)].sum()
     out = out.reset_index()
-    out = out.merge(_labels(hourly, "gpu_id", ("cluster", "node", "gpu_model")), how="left")
-    pods = _labels(hourly[hourly["pod_id"] != NO_POD], "pod_id", POD_TEXT)
+    out = out.merge(_labels(rows, "gpu_id", ("cluster", "node", "gpu_model")), how="left")
+    pods = _labels(rows[rows["pod_id"] != NO_POD], "pod_id", POD_TEXT)
     out = out.merge(pods, on="pod_id", how="left")
-    modes = hourly.drop_duplicates(["gpu_id", "pod_id"])[["gpu_id", "pod_id", "allocation"]]
+    modes = rows.drop_duplicates(["gpu_id", "pod_id"])[["gpu_id", "pod_id", "allocation"]]
     out = out.merge(modes.astype({"allocation": object}), on=["gpu_id", "pod_id"], how="left")
-    for name in ("cluster", "node", "gpu_model", "allocation", *POD_TEXT):
+    for name in COST_TEXT:
         if not isinstance(out[name].dtype, pd.CategoricalDtype):
             out[name] = out[name].astype(object).astype("category")
     return out
-
-
-#: Text columns of the cost rows: the unit's, its allocation mode, the pod's.
-COST_TEXT = ("cluster", "node", "gpu_model", "allocation", *POD_TEXT)
 
 
 def empty_cost_rows() -> pd.DataFrame:

@@ -63,7 +63,7 @@ def window_sums(
         samples = pd.concat([kept, hourly], ignore_index=True)
     rows = rollup.compact(prepare(samples, pods, price_book))
     days = rows["ts"].to_numpy(dtype="int64") // DAY_S * DAY_S
-    cost = rollup.cost_sums(rows, "day_ts", days, idle_threshold_ratio)
+    cost = rollup.cost_sums(rows, days, idle_threshold_ratio)
     return WindowSums(cost=cost, gpu=_gpu_sums(rows, days, sums))
 
 
