@@ -11,7 +11,7 @@ import dash
 import pytest
 from dash import Dash
 
-from gpuwatch.app.data import DashboardData, Filters
+from gpuwatch.app.data import Filters
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import breakdown
 from gpuwatch.app.views_compare import Period, change_points, change_usd, previous_period
@@ -54,21 +54,6 @@ def test_no_previous_period_before_the_data(app: Dash) -> None:
     snap = data_source().data.current()
     assert "the data starts after" in str(previous_period(snap, Filters(window="14d")))
     assert isinstance(previous_period(snap, Filters(window="3d")), Period)
-
-
-def test_the_previous_period_reaches_past_the_snapshots_span(app: Dash) -> None:
-    """The store sums the previous period: a snapshot of 10 days still compares a week with
-    the week before (the cards once said "the dashboard reads the last 10 days")."""
-    data = data_source().data
-    short = DashboardData(data.engine, data.settings, span_days=10, background=False).current()
-    assert short.span_start_ts > short.end_ts - 14 * 86400
-    before = previous_period(short, Filters(window="7d"))
-    assert isinstance(before, Period)
-    full = previous_period(data.current(), Filters(window="7d"))
-    assert isinstance(full, Period)
-    assert before.total_cost_usd == pytest.approx(full.total_cost_usd, rel=1e-12)
-    assert before.efficiency_pct == pytest.approx(full.efficiency_pct, rel=1e-12)
-    assert before.total_cost_usd > 0
 
 
 def test_changes_as_the_cards_write_them() -> None:

@@ -13,7 +13,7 @@ from dash import Dash
 from gpuwatch.app.data import Filters
 from gpuwatch.app.figures_pod import phase_figure, phase_segments
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views import workloads
+from gpuwatch.app.views import hourly_rows, workloads
 from gpuwatch.app.views_pod import PodKey, pod_cost, pod_records
 from gpuwatch.domain.frames import NO_POD
 from tests.support.dash_app import demo_app
@@ -80,7 +80,7 @@ def test_a_workloads_pods_cost_what_the_workload_costs(app: Dash) -> None:
 
 def test_the_page_links_its_owner_and_gpus(app: Dash) -> None:
     snap = data_source().data.current()
-    held = set(snap.hourly["pod_id"].astype(int)) - {NO_POD}
+    held = set(hourly_rows(snap, Filters(window="30d"))["pod_id"].astype(int)) - {NO_POD}
     pod = snap.pods[snap.pods["pod_id"].isin(held)].iloc[0]
     key = PodKey(str(pod["cluster"]), str(pod["namespace"]), str(pod["pod"]))
     assert not pod_records(snap, key).empty

@@ -14,8 +14,9 @@ from sqlalchemy import Engine, text
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
+from gpuwatch.analytics.totals import data_span
 from gpuwatch.app import snapshot, views, views_gpu, views_store
-from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store import rollup as store_rollup
@@ -102,7 +103,8 @@ def test_gpu_history_falls_back_to_hourly_rows(
 ) -> None:
     (data_before, before), (data_after, after) = full, compacted
     f = Filters(window="7d")
-    gpu_id = int(before.hourly.loc[before.hourly[c.ALLOCATED], "gpu_id"].iloc[0])
+    rows = views.hourly_rows(before, f)
+    gpu_id = int(rows.loc[rows[c.ALLOCATED], "gpu_id"].iloc[0])
     raw = views_store.gpu_history(data_before, before, gpu_id, f)
     mixed = views_store.gpu_history(data_after, after, gpu_id, f)
     old = mixed["ts"] < after.raw_from_ts
@@ -115,12 +117,36 @@ def test_gpu_history_falls_back_to_hourly_rows(
     assert mixed["temp_c"].max() == raw["temp_c"].max()
 
 
-def test_first_data_is_found_before_the_span(fleet_path: Path) -> None:
-    engine = _engine(fleet_path)
-    short = DashboardData(engine, Settings(), span_days=2, background=False).current()
-    whole = DashboardData(engine, Settings(), background=False).current()
-    assert short.span_start_ts > whole.span_start_ts
-    assert short.first_ts == whole.span_start_ts
+@pytest.mark.parametrize("window", list(WINDOWS))
+def test_the_data_window_is_where_the_hourly_rows_lie(
+    full: tuple[DashboardData, Snapshot], compacted: tuple[DashboardData, Snapshot], window: str
+) -> None:
+    """The store's two probes of the roll-ups' key find the span ``data_span`` finds in the
+    window's hourly rows, before and after compaction."""
+    days = WINDOWS[window]
+    for _, snap in (full, compacted):
+        f = Filters(window=window)
+        rows = views.hourly_rows(snap, f)
+        assert views.data_window(snap, window) == data_span(rows, *views.window_bounds(snap, f))
+        first = max(snap.end_ts - int(days * DAY_S), NOW_TS - 5 * DAY_S)
+        assert views.data_window(snap, window) == (first, NOW_TS)
+
+
+def test_pages_read_the_store_when_they_ask(fleet_path: Path, tmp_path: Path) -> None:
+    """The snapshot keeps no samples: a window's hourly rows are read when a page first asks
+    for them, so hours the store lost after the snapshot was read are not shown."""
+    path = tmp_path / "late.db"
+    shutil.copy(fleet_path, path)
+    engine = _engine(path)
+    snap = DashboardData(engine, Settings(), background=False).current()
+    assert snap.end_ts == NOW_TS
+    with engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM gpu_samples_hourly WHERE hour_ts >= :a"), {"a": NOW_TS - 7200}
+        )
+    rows = views.hourly_rows(snap, Filters(window="24h"))
+    assert int(rows["ts"].min()) == NOW_TS - DAY_S and int(rows["ts"].max()) == NOW_TS - 3 * 3600
+    assert views.data_window(snap, "24h") == (NOW_TS - DAY_S, NOW_TS - 7200)
     engine.dispose()
 
 

@@ -279,7 +279,8 @@ def test_snapshot_of_an_empty_store(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
     upgrade(engine)
     snap = DashboardData(engine, Settings(), background=False).current()
-    assert snap.empty and snap.hourly.empty and snap.gaps.empty
+    assert snap.empty and views.hourly_rows(snap, Filters()).empty
+    assert views.data_window(snap, "7d") is None
     assert snap.marker.last_ts is None
     rows = views.cost_rows(snap, Filters())
     assert rows.empty and {"day_ts", "gpu_id", "pod_id", *rollup.COST_SUMS} <= set(rows.columns)

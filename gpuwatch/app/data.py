@@ -1,10 +1,10 @@
 """The dashboard's data: the filters of a page, and the current snapshot of the store.
 
-:class:`DashboardData` keeps the current :class:`~gpuwatch.app.snapshot.Snapshot` (the store's
-hourly roll-ups, summed; built by :func:`~gpuwatch.app.snapshot.build_snapshot`) and rebuilds
-it when the store's data changes, in a background thread while pages keep serving the current
-one. Pages memoize their results inside the snapshot, so a cached result can never outlive the
-data it came from.
+:class:`DashboardData` keeps the current :class:`~gpuwatch.app.snapshot.Snapshot` (the fleet's
+inventory at one data version; built by :func:`~gpuwatch.app.snapshot.build_snapshot`) and
+reads it again when the store's data changes, in a background thread while pages keep serving
+the current one. Pages read their figures from the store and memoize them inside the snapshot,
+so a cached result can never outlive the data it came from.
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ class DashboardData:
         engine: Engine,
         settings: Settings,
         *,
-        span_days: int = 31,
         refresh_s: float = 60.0,
         background: bool = True,
     ) -> None:
@@ -99,7 +98,6 @@ class DashboardData:
         self.settings = settings
         self.price_book = price_book_from(settings)
         self.policy = policy_from(settings)
-        self.span_days = span_days
         self.refresh_s = refresh_s
         self.background = background
         self._snapshot: Snapshot | None = None
@@ -110,7 +108,7 @@ class DashboardData:
         self.warmers: list[Callable[[Snapshot], object]] = []
 
     def _build(self) -> Snapshot:
-        snapshot = build_snapshot(self.engine, self.price_book, self.policy, self.span_days)
+        snapshot = build_snapshot(self.engine, self.price_book, self.policy)
         self._snapshot = snapshot
         self._checked = time.monotonic()
         release_memory()  # the build's and the previous snapshot's frames

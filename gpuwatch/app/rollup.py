@@ -1,4 +1,4 @@
-"""The snapshot's frames, built from the store's hourly roll-ups (docs/storage.md).
+"""The pages' hourly rows and sums, built from the store's hourly roll-ups (docs/storage.md).
 
 Pure: costed hourly rows (:func:`gpuwatch.store.repository.load_hourly_samples` through
 :func:`gpuwatch.analytics.costing.prepare`) in, small frames out:
@@ -100,13 +100,13 @@ def compact(costed: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["ts", "gpu_id", "pod_id"], kind="stable").reset_index(drop=True)
 
 
-#: Columns derived again when rows are read (:func:`with_costs`), not kept in the snapshot.
+#: Columns derived again when rows are read (:func:`with_costs`), not kept in the cache.
 DERIVED = (c.DATA_HOURS, c.GPU_HOURS, c.USD_PER_HOUR)
 STORED_COLUMNS = tuple(name for name in HOURLY_COLUMNS if name not in DERIVED)
 
 
 def stored(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows of :func:`compact` as the snapshot keeps them: without :data:`DERIVED`, memory in
+    """Rows of :func:`compact` as the pages' cache keeps them: without :data:`DERIVED`, memory in
     float32 where that is exact (DCGM reports whole MiB)."""
     out = rows.drop(columns=list(DERIVED))
     for name in ("fb_used_mib", "fb_total_mib"):

@@ -22,16 +22,18 @@ from gpuwatch.analytics.recommend import (
     window_placement,
 )
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
-from gpuwatch.analytics.totals import best_per_workload, data_span, potential_savings_usd
+from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
 from gpuwatch.app.data import WINDOWS, Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, allocation_modes, pending_series
 from gpuwatch.app.window_costs import span_cost_rows, span_sums
+from gpuwatch.app.window_hourly import window_hourly
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
 from gpuwatch.store import repository
 from gpuwatch.store.repository_detail import load_detail
+from gpuwatch.store.repository_span import hourly_span
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
 _FILTER_COLUMNS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
@@ -107,16 +109,18 @@ def gpu_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
 def hourly_rows(snap: Snapshot, f: Filters) -> pd.DataFrame:
     """The hourly rows of the window, with data hours and unit prices (never modify them)."""
-    return snap.hourly_between(*window_bounds(snap, f))
+    return window_hourly(snap, *window_bounds(snap, f))
 
 
 def data_window(snap: Snapshot, window: str) -> tuple[int, int] | None:
-    """The part of the window the fleet's data covers (:func:`~gpuwatch.analytics.totals.
-    data_span` of its hourly rows, as ``gpuwatch recommend`` clips its window); None without."""
+    """The part of the window the fleet's data covers (the hours with roll-ups, as
+    :func:`~gpuwatch.analytics.totals.data_span` finds them in the hourly rows and ``gpuwatch
+    recommend`` clips its window); None without."""
 
     def compute() -> tuple[int, int] | None:
-        f = Filters(window=window)
-        return data_span(hourly_rows(snap, f), *window_bounds(snap, f))
+        if snap.engine is None or snap.empty:
+            return None
+        return hourly_span(snap.engine, *window_bounds(snap, Filters(window=window)))
 
     return snap.memo(("data_window", window), compute, pin=True)
 

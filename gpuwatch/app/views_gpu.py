@@ -26,6 +26,7 @@ from gpuwatch.app.views import (
     window_bounds,
     window_recommendations,
 )
+from gpuwatch.app.window_hourly import window_gaps
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_pod_detail
@@ -326,9 +327,7 @@ def health_by_node(snap: Snapshot, f: Filters) -> pd.DataFrame:
         per_unit["last_ts"] = last_seen.reindex(per_unit.index).to_numpy()
         held = cost_rows(snap, f)
         attributed = set(held.loc[held["pod_id"] != NO_POD, "gpu_id"].unique().tolist())
-        start, end = window_bounds(snap, f)
-        hours = snap.gaps["hour_ts"].to_numpy()
-        gaps = gap_runs(snap.gaps[(hours >= start) & (hours < end)])
+        gaps = gap_runs(window_gaps(snap, *window_bounds(snap, f)))
         frame = units[["cluster", "node", "gpu_id"]].merge(per_unit.reset_index(), how="left")
         frame = frame.merge(cov[["gpu_id", c.OBSERVED_HOURS, c.DATA_HOURS]], how="left")
         frame["unattributed"] = ~frame["gpu_id"].isin(attributed)

@@ -22,7 +22,7 @@ from gpuwatch.analytics.render import render_csv as recommendations_csv
 from gpuwatch.analytics.summary import summarize
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import DashboardData, Filters
-from gpuwatch.app.views import recommendations, window_bounds
+from gpuwatch.app.views import hourly_rows, recommendations, window_bounds
 from gpuwatch.app.views_store import default_week, weekly_csv
 from gpuwatch.report.inputs import load_inputs, price_book_from
 from tests.browser.conftest import HOSTILE, SCREENSHOTS, Served
@@ -56,7 +56,11 @@ def detail_pages(served: Served) -> list[tuple[str, str]]:
     """A node's, a GPU's (by UUID), a workload's and a pod's page of the served fleet."""
     snap = DashboardData(served.engine, served.settings, background=False).current()
     unit = snap.units.iloc[0]
-    pod = snap.pods[snap.pods["pod_id"].isin(set(snap.hourly["pod_id"].astype(int)))].iloc[0]
+    pod = snap.pods[
+        snap.pods["pod_id"].isin(
+            set(hourly_rows(snap, Filters(window="30d"))["pod_id"].astype(int))
+        )
+    ].iloc[0]
     return [
         (f"/node?cluster={unit['cluster']}&name={unit['node']}", "node"),
         (f"/gpu?uuid={unit['gpu_uuid']}", "gpu"),

@@ -200,12 +200,9 @@ def layout(**query: Any) -> html.Div:
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
-    """Recommendations of every window, the default view first."""
-    if snap.empty:
-        return
-    body(snap, Filters())
-    for window in ("24h", "3d", "14d", "30d"):
-        recommendations(snap, Filters(window=window))
+    """The default view's recommendations (other windows' are computed when first asked)."""
+    if not snap.empty:
+        body(snap, Filters())
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
