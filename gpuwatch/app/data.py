@@ -18,13 +18,15 @@ from urllib.parse import urlencode
 
 from sqlalchemy import Engine
 
-from gpuwatch.app.snapshot import WINDOWS, Snapshot, build_snapshot, release_memory
+from gpuwatch.app.snapshot import WINDOWS, Snapshot, build_snapshot, release_memory, warming
 from gpuwatch.config import Settings
 from gpuwatch.report.inputs import policy_from, price_book_from
 from gpuwatch.store import repository
 
 __all__ = ["WINDOWS", "DashboardData", "Filters", "Snapshot"]
 DEFAULT_WINDOW = "7d"
+#: Pinned results a page asked for this recently are computed again by the next warm-up.
+ASKED_KEEP_S = 900.0
 FILTER_NAMES = ("cluster", "team", "namespace", "model", "allocation", "window")
 
 
@@ -83,7 +85,9 @@ class DashboardData:
 
     The store is checked at most every ``refresh_s`` seconds. With ``background`` a changed
     store is rebuilt in a thread while the previous snapshot keeps serving; without it the
-    caller waits for the new snapshot (tests).
+    caller waits for the new snapshot (tests). A new snapshot carries over which pinned results
+    (recommendations per window) pages asked for in the last :data:`ASKED_KEEP_S` seconds, so
+    the warm-up computes those again ahead of the next visit; ``clock`` times those asks.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class DashboardData:
         *,
         refresh_s: float = 60.0,
         background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.settings = settings
@@ -100,6 +105,7 @@ class DashboardData:
         self.policy = policy_from(settings)
         self.refresh_s = refresh_s
         self.background = background
+        self.clock = clock
         self._snapshot: Snapshot | None = None
         self._checked = 0.0
         self._build_lock = threading.Lock()
@@ -109,6 +115,10 @@ class DashboardData:
 
     def _build(self) -> Snapshot:
         snapshot = build_snapshot(self.engine, self.price_book, self.policy)
+        snapshot.clock = self.clock
+        previous = self._snapshot
+        if previous is not None:
+            snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
         self._snapshot = snapshot
         self._checked = time.monotonic()
         release_memory()  # the build's and the previous snapshot's frames
@@ -131,8 +141,9 @@ class DashboardData:
 
     def warm(self, snapshot: Snapshot) -> None:
         """Compute what the first pages will ask for (the default views) ahead of time."""
-        for warmer in self.warmers:
-            warmer(snapshot)
+        with warming():
+            for warmer in self.warmers:
+                warmer(snapshot)
         release_memory()  # what the warm-up's intermediate frames held
 
     def start(self) -> None:

@@ -13,7 +13,8 @@ import ctypes
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
@@ -80,6 +81,10 @@ class Snapshot:
     _memo_bytes: int = field(default=0, repr=False)
     _pinned: dict[Hashable, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: The pinned results pages asked for (not the warm-up), with when they last did, carried
+    #: over from the previous data version's snapshot (:meth:`asked_since`).
+    asked: dict[Hashable, float] = field(default_factory=dict, repr=False)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     @property
     def empty(self) -> bool:
@@ -105,6 +110,8 @@ class Snapshot:
         recommendations per window, weekly reports).
         """
         with self._lock:
+            if pin and not getattr(_WARMING, "active", False):
+                self.asked[key] = self.clock()
             if key in self._pinned:
                 pinned: T = self._pinned[key]
                 return pinned
@@ -128,12 +135,30 @@ class Snapshot:
                 self._memo_bytes -= dropped
         return value
 
+    def asked_since(self, since: float) -> dict[Hashable, float]:
+        """The pinned results pages asked for at ``since`` or later (clock of :attr:`clock`)."""
+        with self._lock:
+            return {key: at for key, at in self.asked.items() if at >= since}
+
     def forget(self) -> None:
         """Drop every memoized result (benchmarks time cold views with it)."""
         with self._lock:
             self._memo.clear()
             self._memo_bytes = 0
             self._pinned.clear()
+
+
+_WARMING = threading.local()
+
+
+@contextmanager
+def warming() -> Iterator[None]:
+    """Results computed in this thread meanwhile are the warm-up's, not a page's ask."""
+    _WARMING.active = True
+    try:
+        yield
+    finally:
+        _WARMING.active = False
 
 
 def _hour_ceil(ts: int) -> int:

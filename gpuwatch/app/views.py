@@ -236,7 +236,11 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         placement = window_placement(rows, snap.nodes, snap.pods, health, (start, end))
         return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency, placement)
 
-    return snap.memo(("recommendations", window), compute, pin=True)
+    return snap.memo(recommendations_key(window), compute, pin=True)
+
+
+def recommendations_key(window: str) -> tuple[str, str]:
+    return ("recommendations", window)
 
 
 def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
@@ -262,14 +266,8 @@ def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:
     return snap.memo(("recommendations_for", f), compute)
 
 
-def best_savings(recs: pd.DataFrame) -> pd.DataFrame:
-    """Per workload and GPU model, its largest saving (:func:`~gpuwatch.analytics.totals.
-    best_per_workload`)."""
-    return best_per_workload(recs)
-
-
 def _savings_by(recs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    best = best_savings(recs)
+    best = best_per_workload(recs)
     if best.empty:
         return pd.DataFrame(columns=[*by, "est_monthly_savings_usd"])
     best = best.astype({name: object for name in by})

@@ -13,12 +13,12 @@ from dash import Input, Output, State, dcc, html
 from gpuwatch.analytics.explain import EvidenceKeys
 from gpuwatch.analytics.kinds import KIND_FACTS, PRICING, WASTE, group_savings_usd, kinds_of
 from gpuwatch.analytics.render import render_csv
-from gpuwatch.analytics.totals import monthly_basis, potential_savings_usd
+from gpuwatch.analytics.totals import best_per_workload, monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
 from gpuwatch.app.components import URL_ID, card, no_data, records_of, section, shell
 from gpuwatch.app.context import page_context
-from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot
 from gpuwatch.app.evidence import (
     column_digits,
     column_heading,
@@ -28,7 +28,13 @@ from gpuwatch.app.evidence import (
 )
 from gpuwatch.app.links import workload_href
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views import best_savings, data_hours, options, recommendations
+from gpuwatch.app.views import (
+    data_hours,
+    options,
+    recommendations,
+    recommendations_key,
+    window_recommendations,
+)
 from gpuwatch.domain.words import counted
 
 PAGE, PATH, TITLE = "savings", "/savings", "Savings"
@@ -144,7 +150,7 @@ def group_cards(recs: pd.DataFrame, basis: str) -> list[Any]:
 
 def body(snap: Snapshot, f: Filters) -> list[Any]:
     recs = recommendations(snap, f)
-    best = best_savings(recs)
+    best = best_per_workload(recs)
     basis = monthly_basis(data_hours(snap, f.window))
     keys = EvidenceKeys.of(snap.policy)
     summary = [
@@ -200,9 +206,14 @@ def layout(**query: Any) -> html.Div:
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
-    """The default view's recommendations (other windows' are computed when first asked)."""
-    if not snap.empty:
-        body(snap, Filters())
+    """The default view's recommendations, and those of the windows pages asked for in the
+    last minutes (``data.ASKED_KEEP_S``); other windows' are computed when first asked."""
+    if snap.empty:
+        return
+    body(snap, Filters())
+    for window in WINDOWS:
+        if recommendations_key(window) in snap.asked:
+            window_recommendations(snap, window)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]

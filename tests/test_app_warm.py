@@ -1,0 +1,63 @@
+"""The warm-up after new data computes the default views and the windows pages asked for
+lately, and forgets windows nobody asked for since."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from gpuwatch.app.data import ASKED_KEEP_S, DashboardData
+from gpuwatch.app.server import create_app
+from gpuwatch.app.views import recommendations_key, window_recommendations
+from gpuwatch.cli.commands_demo import build_demo_database
+from gpuwatch.config import Settings
+from gpuwatch.store.engine import make_engine
+
+NOW_TS = 1_794_823_200
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
+    build_demo_database(path, days=4, step_s=1800, seed=3, now_ts=NOW_TS)
+    engine = make_engine(f"sqlite:///{path}")
+    yield engine
+    engine.dispose()
+
+
+def _new_data(engine: Engine) -> None:
+    """What a collection round does to the data version: a later ``updated_ts``."""
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE collection_state SET updated_ts = updated_ts + 60"))
+
+
+def test_the_warm_up_computes_the_windows_pages_asked_for(engine: Engine) -> None:
+    now = [10_000.0]
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False, refresh_s=0, clock=lambda: now[0])
+    app = create_app(engine, settings, data=data, warm=False)
+    asked, default, unasked = (recommendations_key(w) for w in ("3d", "7d", "30d"))
+    with app.server.app_context():
+        first = data.current()
+        data.warm(first)
+        assert default in first._pinned and not first.asked  # the warm-up is nobody's ask
+        window_recommendations(first, "3d")  # a page asks for the 3-day window
+        assert first.asked[asked] == 10_000.0 and default not in first.asked
+
+        _new_data(engine)
+        now[0] += 600
+        second = data.current()
+        assert second is not first and second.asked[asked] == 10_000.0
+        assert asked not in second._pinned
+        data.warm(second)
+        assert {asked, default} <= set(second._pinned) and unasked not in second._pinned
+
+        _new_data(engine)
+        now[0] = 10_000.0 + ASKED_KEEP_S + 1  # nobody asked for it again
+        third = data.current()
+        assert third is not second and not third.asked
+        data.warm(third)
+        assert default in third._pinned and asked not in third._pinned
