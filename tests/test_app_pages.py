@@ -27,9 +27,10 @@ from gpuwatch.alerts.render import (
     PLAIN_FILE,
 )
 from gpuwatch.app import format as fmt
-from gpuwatch.app.components import filters_to_search, search_with, with_param
+from gpuwatch.app.components import filters_to_search
 from gpuwatch.app.data import DashboardData, Filters
 from gpuwatch.app.server import create_app, data_source
+from gpuwatch.app.urls import search_with, with_param
 from gpuwatch.app.views import headline, window_bounds
 from gpuwatch.app.views import options as views_options
 from gpuwatch.app.views import workloads as workloads_view

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import dash
 from dash import ALL, Input, Output, State, dcc, html
 
 from gpuwatch.app import format as fmt
-from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, WINDOWS, Filters, Snapshot
+from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, Filters, Snapshot
+from gpuwatch.app.urls import URL_ID, search_with
 from gpuwatch.app.views import Options, data_window, window_bounds
+from gpuwatch.app.window_form import range_form
+from gpuwatch.app.windows import PRESETS, is_window, label
 
 NAV: tuple[tuple[str, str], ...] = (
     ("/", "Overview"),
@@ -30,14 +33,8 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/gpu-health", "GPU health"),
     ("/health", "Data health"),
 )
-URL_ID = "gw-url"
-WINDOW_NAMES = {
-    "24h": "24 hours",
-    "3d": "3 days",
-    "7d": "7 days",
-    "14d": "14 days",
-    "30d": "30 days",
-}
+#: The window presets as the filter bar names them.
+WINDOW_NAMES = PRESETS
 
 
 def filter_id(name: str) -> dict[str, str]:
@@ -107,26 +104,9 @@ def filter_bar(f: Filters, opts: Options | None) -> html.Div:
             _dropdown("model", f.model, opts.models, "All GPU models"),
             _dropdown("allocation", f.allocation, opts.allocations, "All allocations"),
         ]
-    return html.Div([*choices, _window_radio(f)], className="gw-filters", id="gw-filters")
-
-
-def search_with(search: str | None, changes: Mapping[str, str | None]) -> str:
-    """``search`` with the filter parameters replaced by ``changes`` (defaults dropped)."""
-    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k not in changes]
-    for name in FILTER_NAMES:
-        value = changes.get(name)
-        if value and not (name == "window" and value == DEFAULT_WINDOW):
-            params.append((name, str(value)))
-    return f"?{urlencode(params)}" if params else ""
-
-
-def with_param(search: str | None, name: str, value: str | None) -> str:
-    """``search`` with the page parameter ``name`` set to ``value`` (dropped for ``None``),
-    the other parameters kept in their order."""
-    params = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k != name]
-    if value is not None:
-        params.append((name, value))
-    return f"?{urlencode(params)}" if params else ""
+    return html.Div(
+        [*choices, _window_radio(f), range_form(f)], className="gw-filters", id="gw-filters"
+    )
 
 
 def filters_to_search(
@@ -136,7 +116,7 @@ def filters_to_search(
     filter already has the URL's value, whatever the order of its parameters (a page's own
     parameter, such as Cost over time's ``by``, may come after the filters)."""
     changes = {i["name"]: v for i, v in zip(ids, values, strict=True) if i["name"] in FILTER_NAMES}
-    if "window" in changes and changes["window"] not in WINDOWS:
+    if "window" in changes and not is_window(changes["window"]):
         changes["window"] = DEFAULT_WINDOW
     if _as_in_url(search, changes):
         return dash.no_update
@@ -170,10 +150,10 @@ def window_label(snap: Snapshot, f: Filters) -> str:
     span = data_window(snap, f.window)
     last = f"data up to {fmt.when(snap.marker.last_ts)}"
     if span is None or span[0] <= start:
-        return f"Window: {fmt.when(start)} to {fmt.when(end)} ({WINDOW_NAMES[f.window]}) · {last}"
+        return f"Window: {fmt.when(start)} to {fmt.when(end)} ({label(f.window)}) · {last}"
     hours = f"{(span[1] - span[0]) / 3600:,.1f}".removesuffix(".0")
     return (
-        f"Window: {WINDOW_NAMES[f.window]}, with data from {fmt.when(span[0])} to "
+        f"Window: {label(f.window)}, with data from {fmt.when(span[0])} to "
         f"{fmt.when(span[1])} only ({hours} h) · {last}"
     )
 

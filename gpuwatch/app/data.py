@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from sqlalchemy import Engine
 
 from gpuwatch.app.snapshot import WINDOWS, Snapshot, build_snapshot, release_memory, warming
+from gpuwatch.app.windows import is_window
 from gpuwatch.config import Settings
 from gpuwatch.report.inputs import policy_from, price_book_from
 from gpuwatch.store import repository
@@ -61,7 +62,7 @@ class Filters:
             namespace=_first(query.get("namespace")),
             model=_first(query.get("model")),
             allocation=_first(query.get("allocation")),
-            window=window if window in WINDOWS else DEFAULT_WINDOW,
+            window=window if is_window(window) else DEFAULT_WINDOW,
         )
 
     def query(self) -> dict[str, str]:

@@ -24,14 +24,16 @@ from sqlalchemy import Engine
 
 from gpuwatch.analytics.costing import unit_prices, unit_shares
 from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.app.windows import ROLLING
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import repository
 from gpuwatch.store.repository_span import recent_step_s
 
 T = TypeVar("T")
-#: Time windows offered by the filter bar, in days (the default first after "24h").
-WINDOWS: dict[str, float] = {"24h": 1, "3d": 3, "7d": 7, "14d": 14, "30d": 30}
+#: The rolling time windows the filter bar offers, in days (:mod:`gpuwatch.app.windows` has
+#: the rest: month to date, last month, any range).
+WINDOWS: dict[str, float] = ROLLING
 MEMO_SIZE = 256
 #: Bytes of memoized frames kept per snapshot (pinned results aside).
 MEMO_BYTES = 256 * 2**20

@@ -24,7 +24,8 @@ from gpuwatch.analytics.recommend import (
 from gpuwatch.analytics.summary import add_ratios, unit_coverage
 from gpuwatch.analytics.totals import best_per_workload, potential_savings_usd
 from gpuwatch.analytics.workloads import workload_stats
-from gpuwatch.app.data import WINDOWS, Filters, Snapshot
+from gpuwatch.app import windows
+from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, allocation_modes, pending_series
 from gpuwatch.app.window_costs import span_cost_rows, span_sums
 from gpuwatch.app.window_hourly import window_hourly
@@ -43,8 +44,9 @@ ROW_FILTERS = _FILTER_COLUMNS + _POD_FILTERS
 
 
 def window_bounds(snap: Snapshot, f: Filters) -> tuple[int, int]:
-    """``[start_ts, end_ts)`` of the filter's window, ending at the hour after the last sample."""
-    return snap.end_ts - int(WINDOWS[f.window] * DAY_S), snap.end_ts
+    """``[start_ts, end_ts)`` of the filter's window (:func:`gpuwatch.app.windows.bounds`:
+    presets end at the hour after the last sample)."""
+    return windows.bounds(f.window, snap.end_ts)
 
 
 def equals(column: pd.Series, value: str) -> np.ndarray:
@@ -67,20 +69,21 @@ def filter_mask(frame: pd.DataFrame, f: Filters, pairs: tuple[tuple[str, str], .
     return mask
 
 
-def window_days(f: Filters) -> int:
-    return int(WINDOWS[f.window])
+def window_days(snap: Snapshot, f: Filters) -> float:
+    start, end = window_bounds(snap, f)
+    return (end - start) / DAY_S
 
 
-def cost_rows(snap: Snapshot, f: Filters, skip_days: int = 0) -> pd.DataFrame:
-    """The per (UTC day, GPU unit, pod) cost rows of the window and filters; with
-    ``skip_days``, of the window as long that ends that many days earlier."""
+def cost_rows(snap: Snapshot, f: Filters, skip_s: int = 0) -> pd.DataFrame:
+    """The per (UTC day, GPU unit, pod) cost rows of the window and filters; with ``skip_s``,
+    of the window as long that ends that many seconds earlier."""
 
     def compute() -> pd.DataFrame:
         start, end = window_bounds(snap, f)
-        rows = span_cost_rows(snap, start - skip_days * DAY_S, end - skip_days * DAY_S)
+        rows = span_cost_rows(snap, start - skip_s, end - skip_s)
         return pd.DataFrame(rows[filter_mask(rows, f, ROW_FILTERS)])
 
-    return snap.memo(("cost_rows", f, skip_days), compute)
+    return snap.memo(("cost_rows", f, skip_s), compute)
 
 
 def unit_ids(snap: Snapshot, f: Filters) -> np.ndarray:

@@ -11,8 +11,7 @@ import pandas as pd
 from gpuwatch.analytics import columns as c
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import cost_rows, pct_of, sums, window_bounds, window_days
-from gpuwatch.domain.durations import DAY_S
+from gpuwatch.app.views import cost_rows, pct_of, sums, window_bounds
 
 #: The URL's query parameter and the value that turns the comparison on.
 COMPARE_PARAM, COMPARE_PREVIOUS = "compare", "previous"
@@ -47,14 +46,13 @@ def _period(rows: pd.DataFrame, start_ts: int, end_ts: int) -> Period:
 def previous_period(snap: Snapshot, f: Filters) -> Period | str:
     """The figures of the window before ``f``'s, summed by the store, or why there are none
     (the reason as text): the store must hold data from the previous window's start on."""
-    days = window_days(f)
-    start, _ = window_bounds(snap, f)
-    previous = start - days * DAY_S
+    start, end = window_bounds(snap, f)
+    previous = start - (end - start)
     if snap.first_ts is None or snap.first_ts > previous:
         return f"no previous period: the data starts after {fmt.when(previous)}"
 
     def compute() -> Period:
-        return _period(cost_rows(snap, f, skip_days=days), previous, start)
+        return _period(cost_rows(snap, f, skip_s=end - start), previous, start)
 
     return snap.memo(("previous_period", f), compute)
 

@@ -52,8 +52,8 @@ class CostTimeline:
     bucket_s: int
 
 
-def bucket_s(f: Filters) -> int:
-    return HOUR_S if window_days(f) <= HOURLY_UP_TO_DAYS else DAY_S
+def bucket_s(snap: Snapshot, f: Filters) -> int:
+    return HOUR_S if window_days(snap, f) <= HOURLY_UP_TO_DAYS else DAY_S
 
 
 def _qualified(name: pd.Series, cluster: pd.Series) -> pd.Series:
@@ -126,7 +126,7 @@ def cost_timeline(snap: Snapshot, f: Filters, by: str, pools: list[str]) -> Cost
     """The window's cost per bucket and group of ``by``, in the filters' scope."""
 
     def compute() -> CostTimeline:
-        size = bucket_s(f)
+        size = bucket_s(snap, f)
         rows, buckets, cost = _costed(snap, f, size)
         held = rows["pod_id"].to_numpy() != NO_POD
         names = _labels(snap, rows, by, pools).where(held, UNALLOCATED)

@@ -66,19 +66,17 @@ def _by_unit(units: pd.DataFrame, rows: pd.DataFrame, column: str) -> np.ndarray
     return values
 
 
-def _chunk(snap: Snapshot, chunk_end_ts: int) -> pd.DataFrame:
-    """The stored hourly rows of the chunk of :data:`CHUNK_DAYS` days ending at
-    ``chunk_end_ts`` (not before :data:`SPAN_DAYS` days back from the snapshot's end)."""
+def _read(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The stored hourly rows of ``[start_ts, end_ts)``, read once per data version."""
 
     def compute() -> pd.DataFrame:
         if snap.engine is None or snap.empty:
             return rollup.empty_hourly()
-        start_ts = max(chunk_end_ts - CHUNK_DAYS * DAY_S, snap.end_ts - SPAN_DAYS * DAY_S)
         return read_hourly(
-            snap.engine, snap.pods, snap.price_book, start_ts=start_ts, end_ts=chunk_end_ts
+            snap.engine, snap.pods, snap.price_book, start_ts=start_ts, end_ts=end_ts
         )
 
-    return snap.memo(("hourly_chunk", chunk_end_ts), compute)
+    return snap.memo(("hourly_rows", start_ts, end_ts), compute)
 
 
 def _between(rows: pd.DataFrame, start_ts: int, end_ts: int) -> pd.DataFrame:
@@ -91,23 +89,23 @@ def window_hourly(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The hourly rows of ``[start_ts, end_ts)`` with data hours and unit prices (never modify
     them): one per (hour, GPU unit, pod), sorted by ``ts``.
 
-    Windows ending where the snapshot ends (every filter window) are cut from chunks of
-    :data:`CHUNK_DAYS` days counted back from there, each read once per data version and
-    shared by every window that covers it (node-level attribution is decided per chunk);
-    other windows, and hours more than :data:`SPAN_DAYS` days back, are read on their own.
+    Windows ending where the snapshot ends (the rolling presets, month to date) are cut from
+    chunks of :data:`CHUNK_DAYS` days counted back from there (none starting more than
+    :data:`SPAN_DAYS` days back), each read once per data version and shared by every window
+    that covers it (node-level attribution is decided per chunk); other windows are read
+    whole, once per data version.
     """
     span_start = snap.end_ts - SPAN_DAYS * DAY_S
     if end_ts == snap.end_ts and start_ts >= span_start:
         chunk_s = CHUNK_DAYS * DAY_S
         ends = range(end_ts, start_ts, -chunk_s)
-        parts = [_between(_chunk(snap, e), start_ts, end_ts) for e in reversed(ends)]
-        rows = rollup.concat_parts(parts, rollup.empty_hourly())
-    elif snap.engine is None or snap.empty:
-        rows = rollup.empty_hourly()
+        parts = [
+            _between(_read(snap, max(e - chunk_s, span_start), e), start_ts, end_ts)
+            for e in reversed(ends)
+        ]
     else:
-        rows = read_hourly(
-            snap.engine, snap.pods, snap.price_book, start_ts=start_ts, end_ts=end_ts
-        )
+        parts = [_read(snap, start_ts, end_ts)]
+    rows = rollup.concat_parts(parts, rollup.empty_hourly())
     prices = _by_unit(snap.units, rows, "usd_per_hour")
     return rollup.with_costs(rows, prices, _by_unit(snap.units, rows, "gpu_share"))
 

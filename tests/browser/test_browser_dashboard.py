@@ -174,6 +174,37 @@ def test_filter_change_updates_url_and_figures(driver: Any, served: Served) -> N
     assert "cluster=research-eu" in driver.current_url
 
 
+def _retype(driver: Any, element_id: str, *keys: str) -> None:
+    box = driver.find_element(By.ID, element_id)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACK_SPACE, *keys)
+
+
+def test_any_range_is_typed_applied_and_kept_in_the_url(driver: Any, served: Served) -> None:
+    open_page(driver, served, "/?cluster=research-eu", "overview")
+    _retype(driver, "gw-range-from", "2026-11-14")
+    _retype(driver, "gw-range-to", "2026-11-15 06:00", Keys.ENTER)
+    window = "2026-11-14..2026-11-15T06"
+    wait(driver).until(lambda d: f"window={window}" in d.current_url)
+    assert "cluster=research-eu" in driver.current_url
+    ranged = expected_totals(served, Filters(cluster="research-eu", window=window))
+    wait(driver).until(
+        lambda d: card_value(d, "total-cost") == fmt.usd(ranged[c.CAPACITY_COST_USD])
+    )
+    subtitle = driver.find_element(By.CSS_SELECTOR, ".gw-subtitle").text
+    assert "(2026-11-14 00:00 to 2026-11-15 06:00 UTC)" in subtitle
+    assert driver.find_element(By.ID, "gw-range-to").get_attribute("value") == "2026-11-15T06"
+    _retype(driver, "gw-range-to", "2026-11-10", Keys.ENTER)  # before From: refused, and why
+    wait(driver).until(
+        lambda d: "ends before it starts" in d.find_element(By.ID, "gw-range-error").text
+    )
+    assert f"window={window}" in driver.current_url
+    _retype(driver, "gw-range-to", "2026-11-15")
+    driver.find_element(By.ID, "gw-range-apply").click()  # the button applies as Enter does
+    wait(driver).until(lambda d: "window=2026-11-14..2026-11-15" in d.current_url)
+    assert "window=2026-11-14..2026-11-15T" not in driver.current_url
+
+
 def downloaded(folder: Path, name: str) -> str:
     target = folder / name
     WebDriverWait(None, WAIT_S, poll_frequency=0.2).until(lambda _: target.is_file())

@@ -8,10 +8,11 @@ from typing import Any
 import dash
 from dash import Input, Output, State, dcc, html
 
-from gpuwatch.app.components import URL_ID, no_data, section, shell, with_param
+from gpuwatch.app.components import no_data, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures_cost import clicked_href, cost_over_time_figure
+from gpuwatch.app.urls import URL_ID, with_param
 from gpuwatch.app.views import options
 from gpuwatch.app.views_cost import aggregate_choices, cost_timeline
 from gpuwatch.config import DashboardSettings

@@ -17,7 +17,7 @@ from dash import Input, Output, State, dcc, html
 
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
-from gpuwatch.app.components import URL_ID, card, html_table, no_data, no_match, section, shell
+from gpuwatch.app.components import card, html_table, no_data, no_match, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import heatmap_row_label
@@ -25,6 +25,7 @@ from gpuwatch.app.figures_health import health_timeline_figure
 from gpuwatch.app.health_text import STATE_WORDS, gpu_text, missing_readings, reasons_text
 from gpuwatch.app.links import PATH as PATH_GPU
 from gpuwatch.app.pages.gpus import node_href, open_clicked
+from gpuwatch.app.urls import URL_ID
 from gpuwatch.app.views import options
 from gpuwatch.app.views import unit_ids as units_in_scope
 from gpuwatch.app.views_gpu import unit_label

@@ -12,12 +12,13 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from gpuwatch.app import grid
-from gpuwatch.app.components import URL_ID, no_data, no_match, records_of, section, shell
+from gpuwatch.app.components import no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import gpu_id_of, heatmap_figure
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.server import data_source
+from gpuwatch.app.urls import URL_ID
 from gpuwatch.app.views import options
 from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
 

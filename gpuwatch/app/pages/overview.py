@@ -12,19 +12,18 @@ from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
 from gpuwatch.app.components import (
-    URL_ID,
     card,
     no_data,
     no_match,
     records_of,
     section,
     shell,
-    with_param,
 )
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
 from gpuwatch.app.links import workload_href
+from gpuwatch.app.urls import URL_ID, with_param
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
 from gpuwatch.app.views_compare import (
     COMPARE_PARAM,

@@ -13,18 +13,17 @@ from gpuwatch.analytics.totals import monthly_basis
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
 from gpuwatch.app.components import (
-    URL_ID,
     card,
     empty_state,
     no_data,
     records_of,
     section,
     shell,
-    with_param,
 )
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
+from gpuwatch.app.urls import URL_ID, with_param
 from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv, weekly_view
 from gpuwatch.report.summary import report_totals
 from gpuwatch.report.weekly import HEADER, OPTIONAL_PCT

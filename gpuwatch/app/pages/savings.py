@@ -16,9 +16,9 @@ from gpuwatch.analytics.render import render_csv
 from gpuwatch.analytics.totals import best_per_workload, monthly_basis, potential_savings_usd
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
-from gpuwatch.app.components import URL_ID, card, no_data, records_of, section, shell
+from gpuwatch.app.components import card, no_data, records_of, section, shell
 from gpuwatch.app.context import page_context
-from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.evidence import (
     column_digits,
     column_heading,
@@ -28,6 +28,7 @@ from gpuwatch.app.evidence import (
 )
 from gpuwatch.app.links import workload_href
 from gpuwatch.app.server import data_source
+from gpuwatch.app.urls import URL_ID
 from gpuwatch.app.views import (
     data_hours,
     options,
@@ -211,8 +212,9 @@ def warm(data: DashboardData, snap: Snapshot) -> None:
     if snap.empty:
         return
     body(snap, Filters())
-    for window in WINDOWS:
-        if recommendations_key(window) in snap.asked:
+    for key in list(snap.asked):
+        window = key[1] if isinstance(key, tuple) and len(key) == 2 else None
+        if isinstance(window, str) and key == recommendations_key(window):
             window_recommendations(snap, window)
 
 
