@@ -17,7 +17,7 @@ from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.analytics.timeline import OTHER, UNALLOCATED
 from gpuwatch.app.data import Filters
 from gpuwatch.app.figures import UNALLOCATED_COLOR
-from gpuwatch.app.figures_cost import GROUP_COLORS, cost_over_time_figure
+from gpuwatch.app.figures_cost import GROUP_COLORS, cost_over_time_figure, legend_links
 from gpuwatch.app.server import data_source
 from gpuwatch.app.views import breakdown, hourly_rows
 from gpuwatch.app.views_cost import NO_POOL, CostTimeline, cost_timeline
@@ -132,6 +132,25 @@ def test_the_figure_stacks_one_series_per_group() -> None:
     assert free["marker"]["color"] == UNALLOCATED_COLOR and free["customdata"] == [None]
     assert figure["layout"]["barmode"] == "stack"
     assert figure["layout"]["title"]["text"] == "Cost per hour by team ($)"
+
+
+def test_the_legend_links_each_group_with_a_page_in_its_colour() -> None:
+    timeline = _timeline()
+    timeline.hrefs["research"] = "/teams?team=research"  # no series: not in the legend
+    assert legend_links(timeline) == [("ml", GROUP_COLORS[0], "/teams?team=ml")]
+
+
+def test_the_page_draws_the_legend_as_links(app: Dash) -> None:
+    cost = importlib.import_module("gpuwatch.app.pages.cost")
+    layout = cost.layout(window="3d")
+    hrefs = [
+        item["props"]["children"][1]["props"]["href"]
+        for item in by_id(layout, "cost-legend-links")["props"]["children"][1]["props"]["children"]
+    ]
+    assert "/teams?team=research&window=3d" in hrefs
+    figure = by_id(layout, "cost-chart")["props"]["figure"]
+    drawn = [t["customdata"][0] for t in figure["data"] if t["customdata"][0] is not None]
+    assert hrefs == drawn  # every group with a page, in the legend's order
 
 
 def test_the_grouping_is_in_the_url_and_a_click_opens_the_group() -> None:

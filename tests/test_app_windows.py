@@ -86,6 +86,8 @@ def test_the_form_writes_the_range_into_the_url_keeping_the_filters() -> None:
     search, message = range_search(1, None, None, "2026-11-15", "2026-11-14", "?team=ml")
     assert search is dash.no_update
     assert message == "the range '2026-11-15..2026-11-14' ends before it starts"
+    # a page drawing the form anew (nothing pressed yet) changes nothing and says nothing
+    assert range_search(0, None, None, None, None, "?team=ml") == (dash.no_update,) * 2
 
 
 @pytest.fixture(scope="module")

@@ -163,7 +163,7 @@ def test_held_vs_busy_with_the_projected_replicas(app: Dash) -> None:
 def test_recommendations_table_has_projected_state_and_evidence_columns(app: Dash) -> None:
     table = by_id(page().layout(**QUERY), "workload-recommendations")
     rows = [n for n in walk(table) if n["type"] == "Tr"]
-    heads = [str(h["props"]["children"]) for h in rows[0]["props"]["children"]]
+    heads = cell_texts(rows[0])  # each heading a sort button: its text
     for name in ("Projected after the change", "p95 util (%)", "p99 memory (GiB)"):
         assert name in heads
     assert "busy GPUs p95" in heads and "hours observed (h)" in heads

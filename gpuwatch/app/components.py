@@ -322,8 +322,18 @@ Cell = Callable[[Mapping[Any, Any]], Any]
 def html_table(
     table_id: str, columns: Sequence[tuple[str, Cell]], rows: Sequence[Mapping[Any, Any]]
 ) -> html.Table:
-    """A plain table; each column is (heading, cell builder returning text or a component)."""
-    head = html.Thead(html.Tr([html.Th(title) for title, _ in columns]))
+    """A plain table; each column is (heading, cell builder returning text or a component).
+
+    Each heading is a button that sorts the rows by its column, up then down
+    (``assets/gpuwatch-grid.js``; the heading's ``aria-sort`` says which way)."""
+    head = html.Thead(
+        html.Tr(
+            [
+                html.Th(html.Button(title, type="button", className="gw-sort"), scope="col")
+                for title, _ in columns
+            ]
+        )
+    )
     body = html.Tbody([html.Tr([html.Td(build(row)) for _, build in columns]) for row in rows])
     return html.Table([head, body], className="gw-table", id=table_id)
 

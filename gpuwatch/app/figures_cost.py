@@ -63,6 +63,20 @@ def cost_over_time_figure(timeline: CostTimeline, by_title: str) -> Figure:
     return {"data": data, "layout": layout}
 
 
+def legend_links(timeline: CostTimeline) -> list[tuple[str, str, str]]:
+    """The chart's groups that have a page, in the legend's order: (name, colour, link)."""
+    series = timeline.series
+    if series.empty:
+        return []
+    firsts = series.drop_duplicates("group").sort_values(["rank", "group"], kind="stable")
+    found = []
+    for group, rank in zip(firsts["group"], firsts["rank"], strict=True):
+        href = timeline.hrefs.get(str(group))
+        if href is not None:
+            found.append((str(group), _color(str(group), int(rank)), href))
+    return found
+
+
 def clicked_href(click: dict[str, Any] | None) -> str | None:
     """The link of a clicked bar's group, ``None`` when it has none."""
     try:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import dash
-from dash import ClientsideFunction, Input, Output, State, html
+from dash import ClientsideFunction, Input, Output, State, dcc, html
 from dash_ag_grid import AgGrid
 
 from gpuwatch.analytics.render import FORMULA_START, instant_text
@@ -38,6 +38,8 @@ Kind = Literal["text", "money", "number", "time"]
 PAGE_SIZE = 25
 #: The CSV export button of grid ``grid_id`` has the id ``f"{grid_id}{EXPORT_SUFFIX}"``.
 EXPORT_SUFFIX = "-export"
+#: The id suffix of a plain table's filter box.
+FILTER_SUFFIX = "-filter"
 #: Row field holding the link of a row's name cell (see :func:`text_column`).
 HREF = "href"
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -244,9 +246,10 @@ def grid(
     return _with_export(grid_id, table, "The rows that pass the table's filters, in its order")
 
 
-def _with_export(table_id: str, table: Any, what: str, **data: Any) -> html.Div:
+def _with_export(table_id: str, table: Any, what: str, *tools: Any, **data: Any) -> html.Div:
     """``table`` under its **Export CSV** button (id ``<table_id>-export``; ``what``: what the
-    file holds; ``data``: ``data-*`` attributes the browser side reads)."""
+    file holds; ``tools``: more controls beside it; ``data``: ``data-*`` attributes the
+    browser side reads)."""
     button = html.Button(
         "Export CSV",
         id=f"{table_id}{EXPORT_SUFFIX}",
@@ -255,7 +258,8 @@ def _with_export(table_id: str, table: Any, what: str, **data: Any) -> html.Div:
         **data,
     )
     return html.Div(
-        [html.Div(button, className="gw-grid-actions"), table], className="gw-table-box"
+        [html.Div([*tools, button], className="gw-grid-actions"), table],
+        className="gw-table-box",
     )
 
 
@@ -280,9 +284,10 @@ def register(*grid_ids: str) -> None:
 
 def exportable(table: Any, export: Export) -> Any:
     """A plain table (:func:`gpuwatch.app.components.html_table`: cells with several links or
-    folded text) with the same **Export CSV** button as the grids: its rows and headings as
-    shown, under the same comment line and file name (:func:`register_tables`). Anything
-    else (the note shown instead of an empty table) is returned as it is."""
+    folded text) with a filter box (rows showing the typed text, any case) and the same
+    **Export CSV** button as the grids: the rows shown, in their order, with the headings,
+    under the same comment line and file name (:func:`register_tables`). Anything else (the
+    note shown instead of an empty table) is returned as it is."""
     if not isinstance(table, html.Table):
         return table
     table_id = str(getattr(table, "id", ""))
@@ -292,7 +297,20 @@ def exportable(table: Any, export: Export) -> Any:
         "data-comment": export_comment(export.title, export.window_text, export.filters),
         "data-starts": json.dumps(list(FORMULA_START)),
     }
-    return _with_export(table_id, table, "The table's rows as shown", **data)
+    search = html.Label(
+        [
+            "Filter",
+            dcc.Input(
+                id=f"{table_id}{FILTER_SUFFIX}",
+                type="text",
+                className="gw-table-filter",
+                placeholder="rows showing…",
+                debounce=False,
+            ),
+        ],
+        className="gw-table-filter-label",
+    )
+    return _with_export(table_id, table, "The rows shown, in their order", search, **data)
 
 
 def register_tables(*table_ids: str) -> None:

@@ -23,7 +23,7 @@ FROM_ID, TO_ID, APPLY_ID, ERROR_ID = (
     "gw-range-apply",
     "gw-range-error",
 )
-HINT = "YYYY-MM-DD or YYYY-MM-DD HH:00"
+HINT = "YYYY-MM-DD [HH:00]"
 _HOUR = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2})(?::(\d{2}))?")
 
 
@@ -51,8 +51,11 @@ def range_window(start: str | None, end: str | None) -> str:
 def range_search(
     _clicks: int | None, _submits_from: int | None, _submits_to: int | None,
     start: str | None, end: str | None, search: str | None,
-) -> tuple[Any, str]:  # fmt: skip
-    """The form's callback: the URL's new query string and no message, or no change and why."""
+) -> tuple[Any, Any]:  # fmt: skip
+    """The form's callback: the URL's new query string and no message, or no change and why
+    (nothing while neither Apply nor Enter was pressed: a page drawing the form anew)."""
+    if not (_clicks or _submits_from or _submits_to):
+        return dash.no_update, dash.no_update
     try:
         window = range_window(start, end)
     except WindowError as error:
@@ -64,7 +67,7 @@ def range_search(
 def _field(label: str, field_id: str, value: str | None) -> html.Label:
     box = dcc.Input(
         id=field_id, type="text", value=value, placeholder=HINT, debounce=False,
-        className="gw-range-input", autoComplete="off",
+        className="gw-range-input",
     )  # fmt: skip
     return html.Label([label, box], className="gw-range-field")
 

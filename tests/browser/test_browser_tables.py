@@ -165,3 +165,37 @@ def test_a_plain_table_exports_what_it_shows(
     assert lines[2:-1] == quoted
     assert lines[-1].startswith('"\'=HYPERLINK(1)","-$2.50",')
     assert severe(driver) == []
+
+
+def _shown_alerts(driver: Any) -> list[str]:
+    rows = driver.find_elements(By.CSS_SELECTOR, "#alerts-rules tbody tr")
+    try:
+        return [row.find_element(By.TAG_NAME, "td").text for row in rows if row.is_displayed()]
+    except StaleElementReferenceException:
+        return []
+
+
+def test_a_plain_table_sorts_filters_and_exports_what_it_shows(
+    driver: Any, served: Served, clean_downloads: Path
+) -> None:
+    open_page(driver, served, "/alerts", "alerts")
+    rendered = _rendered_alerts(served)
+    names = [row[0] for row in rendered]
+    heading = driver.find_element(By.XPATH, "//table[@id='alerts-rules']//th[1]")
+    heading.find_element(By.CSS_SELECTOR, "button.gw-sort").click()
+    wait(driver).until(lambda d: _shown_alerts(d) == sorted(names, key=str.casefold))
+    assert heading.get_attribute("aria-sort") == "ascending"
+    heading.find_element(By.CSS_SELECTOR, "button.gw-sort").click()
+    down = sorted(names, key=str.casefold, reverse=True)
+    wait(driver).until(lambda d: _shown_alerts(d) == down)
+    assert heading.get_attribute("aria-sort") == "descending"
+    driver.find_element(By.ID, "alerts-rules-filter").send_keys("XID")
+    kept = [r for r in rendered if any("xid" in cell.lower() for cell in r)]
+    assert 0 < len(kept) < len(rendered)
+    wanted = [r[0] for r in sorted(kept, key=lambda r: r[0].casefold(), reverse=True)]
+    wait(driver).until(lambda d: _shown_alerts(d) == wanted)
+    driver.find_element(By.ID, "alerts-rules-export").click()
+    lines = downloaded(clean_downloads, "gpuwatch-alert-rules-7d.csv").splitlines()
+    by_name = {r[0]: r for r in rendered}
+    assert lines[2:] == [",".join(f'"{v}"' for v in by_name[name]) for name in wanted]
+    assert severe(driver) == []

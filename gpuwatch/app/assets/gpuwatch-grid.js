@@ -58,6 +58,9 @@
     var starts = JSON.parse(button.dataset.starts || "[]");
     var lines = [button.dataset.comment];
     table.querySelectorAll("tr").forEach(function (tr) {
+      if (tr.hidden) {
+        return;
+      }
       var cells = Array.prototype.map.call(tr.querySelectorAll("th, td"), function (cell) {
         return csvField(cell.innerText || "", starts);
       });
@@ -73,6 +76,69 @@
     window.setTimeout(function () { URL.revokeObjectURL(link.href); }, 60000);
     return noUpdate();
   }
+
+  /* Plain tables (gpuwatch/app/components.py html_table): a heading's button sorts the rows
+     by its column, up then down; numbers as numbers ("$1,234.50", "12.5 %"), text in
+     natural order, empty cells last. The filter box beside the Export button (id: the
+     table's, then "-filter") shows the rows
+     whose text holds what is typed, any case. Both act on the rows the page drew. */
+  var SORT_NUMBER = /^[-+]?\$?[0-9][0-9,]*(\.[0-9]+)?/;
+  /* A cell's text, and its number when its first word is one (a date is text). */
+  function sortKey(cell) {
+    var text = cell ? (cell.innerText || "").replace(/\s+/g, " ").trim() : "";
+    text = text === "\u2014" ? "" : text; /* the dash of a missing value sorts as empty */
+    var found = SORT_NUMBER.exec(text);
+    var whole = found && found[0].length === text.split(" ")[0].length;
+    return { text: text, number: whole ? parseFloat(found[0].replace(/[$,+]/g, "")) : NaN };
+  }
+  function compareKeys(a, b) {
+    if (!isNaN(a.number) && !isNaN(b.number)) {
+      return a.number - b.number;
+    }
+    return a.text.localeCompare(b.text, undefined, { numeric: true, sensitivity: "base" });
+  }
+  function sortBy(button) {
+    var th = button.closest("th");
+    var table = th && th.closest("table");
+    if (!table || !table.tBodies.length) {
+      return;
+    }
+    var column = Array.prototype.indexOf.call(th.parentElement.children, th);
+    var up = th.getAttribute("aria-sort") !== "ascending";
+    table.querySelectorAll("thead th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", up ? "ascending" : "descending");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.map.call(body.rows, function (row) {
+      return { row: row, key: sortKey(row.cells[column]) };
+    });
+    rows.sort(function (a, b) {
+      var empty = (a.key.text ? 0 : 1) - (b.key.text ? 0 : 1);
+      return empty || (up ? 1 : -1) * compareKeys(a.key, b.key);
+    });
+    rows.forEach(function (r) { body.appendChild(r.row); });
+  }
+  function filterRows(box) {
+    var table = document.getElementById(box.id.replace(/-filter$/, ""));
+    if (!table || !table.tBodies.length) {
+      return;
+    }
+    var needle = box.value.trim().toLowerCase();
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+      row.hidden = needle !== "" && (row.innerText || "").toLowerCase().indexOf(needle) < 0;
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("table.gw-table th .gw-sort");
+    if (button) {
+      sortBy(button);
+    }
+  });
+  document.addEventListener("input", function (event) {
+    var box = event.target;
+    if (box.tagName === "INPUT" && box.closest && box.closest(".gw-table-filter")) {
+      filterRows(box);
+    }
+  });
 
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
     gpuwatch: { totals: totals, exportCsv: exportCsv, exportTable: exportTable },

@@ -11,10 +11,10 @@ from dash import Input, Output, State, dcc, html
 from gpuwatch.app.components import no_data, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.figures_cost import clicked_href, cost_over_time_figure
+from gpuwatch.app.figures_cost import clicked_href, cost_over_time_figure, legend_links
 from gpuwatch.app.urls import URL_ID, with_param
 from gpuwatch.app.views import options
-from gpuwatch.app.views_cost import aggregate_choices, cost_timeline
+from gpuwatch.app.views_cost import CostTimeline, aggregate_choices, cost_timeline
 from gpuwatch.config import DashboardSettings
 
 PAGE, PATH, TITLE = "cost", "/cost", "Cost over time"
@@ -71,11 +71,32 @@ def body(snap: Snapshot, f: Filters, by: str, settings: DashboardSettings) -> li
         "Allocated cost of each group and the cost of GPU time no pod held (unallocated): "
         "each bar is what the GPUs in scope cost in that hour or day. The ten largest groups "
         "are drawn on their own, the rest as other. Click a legend entry to hide or show it, "
-        "a bar to open its group. Node pools: the first of dashboard.node_pool_labels on the "
-        "node; pod labels: dashboard.pod_labels."
+        "a bar or a name under the chart to open its group. Node pools: the first of "
+        "dashboard.node_pool_labels on the node; pod labels: dashboard.pod_labels."
     )
     chart = dcc.Graph(id="cost-chart", figure=cost_over_time_figure(timeline, choices[by]))
-    return [section("Cost over time", picker, chart, note=note)]
+    return [section("Cost over time", picker, chart, _legend(timeline), note=note)]
+
+
+def _legend(timeline: CostTimeline) -> html.Nav:
+    """The chart's legend as links: each group's page, in the legend's colours (the chart's
+    own legend hides and shows series)."""
+    items = [
+        html.Li(
+            [
+                html.Span(className="gw-swatch", style={"background": colour}),
+                dcc.Link(name, href=href, className="gw-link"),
+            ]
+        )
+        for name, colour, href in legend_links(timeline)
+    ]
+    named: dict[str, Any] = {"aria-label": "The chart's groups"}
+    return html.Nav(
+        [html.Span("Open a group:", className="gw-legend-title"), html.Ul(items)],
+        className="gw-legend-links",
+        id="cost-legend-links",
+        **named,
+    )
 
 
 def layout(**query: Any) -> html.Div:
