@@ -60,6 +60,9 @@ def test_windows_share_the_weeks_they_cover(engine: Engine, reads: list[tuple[in
     assert reads == [(end - 7 * DAY_S, end), (end - 14 * DAY_S, end - 7 * DAY_S)]
     window_hourly.window_hourly(snap, end - 2 * DAY_S, end - DAY_S)  # not a filter window
     assert reads[-1] == (end - 2 * DAY_S, end - DAY_S) and len(reads) == 3
+    # a longer one is read in weeks counted back from its own end
+    window_hourly.window_hourly(snap, end - 10 * DAY_S, end - DAY_S)
+    assert reads[3:] == [(end - 10 * DAY_S, end - 8 * DAY_S), (end - 8 * DAY_S, end - DAY_S)]
 
 
 def test_a_window_is_its_hours_of_the_stored_rollups(engine: Engine) -> None:
@@ -76,13 +79,17 @@ def test_a_window_is_its_hours_of_the_stored_rollups(engine: Engine) -> None:
         assert (priced > 0).all()
 
 
-def test_nine_days_are_cut_from_two_weeks_as_read_whole(engine: Engine) -> None:
-    """The rows of a window cut from the weeks equal the window read at once in weeks counted
-    back from its end (attribution decided per week either way)."""
+def test_nine_days_are_cut_from_two_weeks_as_read_directly(engine: Engine) -> None:
+    """The rows of a window cut from the weeks equal its two parts read directly: the last
+    week, and the two days before it."""
     snap = _snap(engine)
     end = snap.end_ts
     got = window_hourly.window_hourly(snap, end - 9 * DAY_S, end)
-    direct = read_hourly(engine, snap.pods, snap.price_book, start_ts=end - 9 * DAY_S, end_ts=end)
+    parts = [
+        read_hourly(engine, snap.pods, snap.price_book, start_ts=start, end_ts=stop)
+        for start, stop in ((end - 9 * DAY_S, end - 7 * DAY_S), (end - 7 * DAY_S, end))
+    ]
+    direct = pd.concat(parts, ignore_index=True)
     columns = ["ts", "gpu_id", "pod_id", "step_s", c.SAMPLES, c.UTIL, c.ALLOCATED]
     pd.testing.assert_frame_equal(
         got[columns].reset_index(drop=True), direct[columns].reset_index(drop=True)

@@ -33,8 +33,6 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/gpu-health", "GPU health"),
     ("/health", "Data health"),
 )
-#: The window presets as the filter bar names them.
-WINDOW_NAMES = PRESETS
 
 
 def filter_id(name: str) -> dict[str, str]:
@@ -76,7 +74,7 @@ def _dropdown(name: str, value: str | None, choices: Sequence[str], everything: 
 def _window_radio(f: Filters) -> html.Fieldset:
     radio = dcc.RadioItems(
         id=filter_id("window"),
-        options=[{"label": label, "value": key} for key, label in WINDOW_NAMES.items()],
+        options=[{"label": name, "value": key} for key, name in PRESETS.items()],
         value=f.window,
         inline=True,
         className="gw-window",

@@ -37,24 +37,15 @@ def read_hourly(
     end_ts: int,
 ) -> pd.DataFrame:
     """The costed hourly rows of ``[start_ts, end_ts)``, as :func:`~gpuwatch.app.rollup.stored`
-    keeps them.
-
-    Read and costed in chunks of :data:`CHUNK_DAYS` days counted back from ``end_ts`` (a window
-    of a week or less is one chunk: node-level attribution is decided over it, as ``gpuwatch
-    recommend`` decides it over its window).
-    """
-    hourly = []
-    chunk_s = CHUNK_DAYS * DAY_S
-    for chunk_end in range(end_ts, start_ts, -chunk_s):
-        samples = repository.load_hourly_samples(
-            engine, max(start_ts, chunk_end - chunk_s), chunk_end
-        )
-        if len(samples):
-            rows = rollup.compact(prepare(samples, pods, price_book))
-            del samples
-            hourly.append(rollup.stored(rows))
-        release_memory()
-    return rollup.concat_parts(hourly[::-1], rollup.empty_hourly())
+    keeps them, costed together (node-level attribution is decided over the range, as
+    ``gpuwatch recommend`` decides it over its window)."""
+    samples = repository.load_hourly_samples(engine, start_ts, end_ts)
+    if not len(samples):
+        return rollup.empty_hourly()
+    rows = rollup.stored(rollup.compact(prepare(samples, pods, price_book)))
+    del samples
+    release_memory()
+    return rows
 
 
 def _by_unit(units: pd.DataFrame, rows: pd.DataFrame, column: str) -> np.ndarray:
@@ -89,22 +80,20 @@ def window_hourly(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The hourly rows of ``[start_ts, end_ts)`` with data hours and unit prices (never modify
     them): one per (hour, GPU unit, pod), sorted by ``ts``.
 
-    Windows ending where the snapshot ends (the rolling presets, month to date) are cut from
-    chunks of :data:`CHUNK_DAYS` days counted back from there (none starting more than
-    :data:`SPAN_DAYS` days back), each read once per data version and shared by every window
-    that covers it (node-level attribution is decided per chunk); other windows are read
-    whole, once per data version.
+    Every window is read in chunks of :data:`CHUNK_DAYS` days counted back from its end, each
+    read and costed once per data version (node-level attribution is decided per chunk).
+    Windows ending where the snapshot ends (the rolling presets, month to date) share their
+    chunks: those are whole weeks back from the data's end (none starting more than
+    :data:`SPAN_DAYS` days back), and each window takes the hours it covers.
     """
+    chunk_s = CHUNK_DAYS * DAY_S
     span_start = snap.end_ts - SPAN_DAYS * DAY_S
-    if end_ts == snap.end_ts and start_ts >= span_start:
-        chunk_s = CHUNK_DAYS * DAY_S
-        ends = range(end_ts, start_ts, -chunk_s)
-        parts = [
-            _between(_read(snap, max(e - chunk_s, span_start), e), start_ts, end_ts)
-            for e in reversed(ends)
-        ]
-    else:
-        parts = [_read(snap, start_ts, end_ts)]
+    shared = end_ts == snap.end_ts and start_ts >= span_start
+    floor = span_start if shared else start_ts
+    parts = [
+        _between(_read(snap, max(e - chunk_s, floor), e), start_ts, end_ts)
+        for e in reversed(range(end_ts, start_ts, -chunk_s))
+    ]
     rows = rollup.concat_parts(parts, rollup.empty_hourly())
     prices = _by_unit(snap.units, rows, "usd_per_hour")
     return rollup.with_costs(rows, prices, _by_unit(snap.units, rows, "gpu_share"))
