@@ -73,7 +73,7 @@ def child_report(db_url: str, week_start_ts: int, resolution: str) -> None:
         week_start_ts,
         nodes=data.nodes,
         detail=data.detail,
-        health=data.health,
+        health_sums=data.health_sums,
         scheduling=settings.scheduling.policy(),
     )
     text = render_csv(frame)
@@ -114,7 +114,7 @@ def child_recommend(db_url: str, start_ts: int, end_ts: int, resolution: str) ->
         gpus=data.gpus,
         nodes=data.nodes,
         detail=data.detail,
-        health=data.health,
+        health_sums=data.health_sums,
     )
     t2 = time.perf_counter()
     S.emit(

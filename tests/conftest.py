@@ -1,4 +1,5 @@
-"""Shared fixtures: a migrated SQLite store, and a private PostgreSQL server on demand."""
+"""Shared fixtures: a migrated SQLite store, a private PostgreSQL server on demand, and a
+read-only demo fleet."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.store.engine import make_engine, upgrade
+from tests.support.demo_fleet import DEMO_DAYS, DEMO_NOW_TS, DEMO_SEED, DEMO_STEP_S
 from tests.support.postgres import private_postgres
 
 _db_counter = itertools.count()
@@ -62,5 +65,18 @@ def store_url(request: pytest.FixtureRequest) -> str:
 def migrated_engine(store_url: str) -> Iterator[Engine]:
     engine = make_engine(store_url)
     upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def demo_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """The demo's simulated fleet (:mod:`tests.support.demo_fleet`), built once for the
+    session: tests only read it."""
+    path = Path(tmp_path_factory.mktemp("demo-fleet")) / "fleet.db"
+    build_demo_database(
+        path, days=DEMO_DAYS, step_s=DEMO_STEP_S, seed=DEMO_SEED, now_ts=DEMO_NOW_TS
+    )
+    engine = make_engine(f"sqlite:///{path}")
     yield engine
     engine.dispose()

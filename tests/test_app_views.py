@@ -147,7 +147,7 @@ def test_recommendations_and_savings_equal_recommend(
         gpus=inputs.gpus,
         nodes=inputs.nodes,
         detail=inputs.detail,
-        health=inputs.health,
+        health_sums=inputs.health_sums,
     )
     got = views.recommendations(snap, f)
     assert len(got) == len(expected) > 0

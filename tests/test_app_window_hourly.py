@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,22 +12,17 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.app import window_hourly
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.window_hourly import read_hourly
-from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store import repository
-from gpuwatch.store.engine import make_engine
+from tests.support.demo_fleet import DEMO_NOW_TS
 
-NOW_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC
+NOW_TS = DEMO_NOW_TS
 DAY_S = 86_400
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
-    build_demo_database(path, days=10, step_s=1800, seed=5, now_ts=NOW_TS)
-    engine = make_engine(f"sqlite:///{path}")
-    yield engine
-    engine.dispose()
+@pytest.fixture
+def engine(demo_fleet: Engine) -> Engine:
+    return demo_fleet
 
 
 def _snap(engine: Engine) -> Snapshot:

@@ -456,12 +456,14 @@ def test_device_plugin_workloads_say_so() -> None:
 
 
 def _efficiency_recs(**change: Any) -> pd.DataFrame:
+    from gpuwatch.analytics.health_sums import health_sums
     from tests.health_rows import END, H0, PRICES, example, samples_of
 
     health = example()
     for column, value in change.items():
         health[column] = value
-    return recommend(samples_of(health), None, PRICES, AnalyticsPolicy(), H0, END, health=health)
+    return recommend(samples_of(health), None, PRICES, AnalyticsPolicy(), H0, END,
+                     health_sums=health_sums(health))  # fmt: skip
 
 
 def test_investigate_efficiency_states_the_dollars_at_stake_and_the_cause() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpuwatch.analytics.build import nodes_frame, samples_frame
+from gpuwatch.analytics.health_sums import health_sums
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import recommend
 from gpuwatch.analytics.render import render_csv, render_json, render_table
@@ -116,7 +117,7 @@ def test_the_evidence_carries_pcie_and_nvlink_traffic() -> None:
     samples = job([("n1", 1), ("n2", 1)])
     # Mean over both GPUs' hours: (1e9 + 3e9) ÷ 2.
     health = health_of(samples, {1: 1e9, 2: 3e9})
-    evidence = placement(samples, nodes(2), health=health).iloc[0]["evidence"]
+    evidence = placement(samples, nodes(2), health_sums=health_sums(health)).iloc[0]["evidence"]
     assert evidence["pcie_bytes_per_s"] == 2e9
     assert evidence["nvlink_bytes_per_s"] == 0.0
 

@@ -212,11 +212,12 @@ HEALTH_GOLDEN_ROWS = {
 
 
 def _health_week(with_health: bool = True) -> pd.DataFrame:
+    from gpuwatch.analytics.health_sums import health_sums
     from tests.health_rows import H0, PRICES, example, samples_of
 
     health = example()
-    given = health if with_health else None
-    return weekly_report(samples_of(health), None, None, PRICES, POLICY, H0, health=given)
+    given = health_sums(health) if with_health else None
+    return weekly_report(samples_of(health), None, None, PRICES, POLICY, H0, health_sums=given)
 
 
 def test_health_columns_from_the_health_roll_up() -> None:
@@ -240,10 +241,11 @@ def test_without_health_readings_the_health_columns_stay_empty() -> None:
 
 
 def test_a_week_without_health_roll_ups_leaves_the_health_columns_empty() -> None:
-    from gpuwatch.domain.frames import HEALTH_COLUMNS, empty_frame
+    from gpuwatch.domain.frames import HEALTH_SUM_COLUMNS, empty_frame
     from tests.health_rows import H0, PRICES, example, samples_of
 
-    empty = empty_frame(HEALTH_COLUMNS)
-    frame = weekly_report(samples_of(example()), None, None, PRICES, POLICY, H0, health=empty)
+    empty = empty_frame(HEALTH_SUM_COLUMNS)
+    frame = weekly_report(samples_of(example()), None, None, PRICES, POLICY, H0,
+                          health_sums=empty)  # fmt: skip
     for line in render_csv(frame).splitlines()[1:]:
         assert line.split(",")[21:26] == ["", "", "", "", ""]

@@ -2,11 +2,12 @@
 throttled and failing hours, and the busy-but-inefficient hours with their likely cause
 (docs/cost-model.md#health-and-efficiency).
 
-Pure: the input is the hourly health roll-up (:data:`gpuwatch.domain.frames.HEALTH_COLUMNS`).
-A mean is GPU-hour weighted over the rows with its reading and NaN (unavailable) where no row
-has one. The utilization reading is the engine's activity only on rows with a profiling reading
-(SM, SM occupancy, tensor or DRAM): elsewhere it is ``DCGM_FI_DEV_GPU_UTIL`` and engine activity
-is unavailable.
+Pure: the input is the health roll-up summed per (GPU unit, pod) over the window
+(:data:`gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`, from the store or from hourly rows by
+:func:`~gpuwatch.analytics.health_sums.health_sums`). A mean is GPU-hour weighted over the
+hours with its reading and NaN (unavailable) where none has it. The utilization reading is the
+engine's activity only on rows with a profiling reading (SM, SM occupancy, tensor or DRAM):
+elsewhere it is ``DCGM_FI_DEV_GPU_UTIL`` and engine activity is unavailable.
 """
 
 from __future__ import annotations
@@ -18,16 +19,8 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics import health_rows
-from gpuwatch.analytics.health_rows import (
-    FAIL_S,
-    Groups,
-    divide,
-    group_rows,
-    prepare,
-    ratio_mean_pct,
-    with_failing,
-)
+from gpuwatch.analytics.health_rows import SHARE, Groups, divide, group_rows, prepare
+from gpuwatch.analytics.health_sums import health_sums, row_terms
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.health import (
     BUSY_UTIL_RATIO,
@@ -50,13 +43,14 @@ EFFICIENCY_KEYS: tuple[str, ...] = (
 THROTTLED_CAUSE_RATIO = 0.25
 #: Causes of busy-but-inefficient GPU time, in the order they are tested.
 CAUSES: tuple[str, ...] = ("throttled", "memory-bound", "input-bound", "no tensor cores used")
-#: Mean activity columns: name → (Σ ratio × step column, seconds-with-reading column).
-ACTIVITY: dict[str, tuple[str, str]] = {
-    "engine_active_pct": ("engine_s", "engine_data_s"),
-    "sm_active_pct": ("sm_active_s", "sm_data_s"),
-    "sm_occupancy_pct": ("sm_occupancy_s", "sm_occupancy_data_s"),
-    "tensor_active_pct": ("tensor_active_s", "tensor_data_s"),
-    "dram_active_pct": ("dram_active_s", "dram_data_s"),
+#: Mean activity columns: name → prefix of its sums
+#: (:data:`~gpuwatch.domain.frames.HEALTH_SUM_READINGS`).
+ACTIVITY: dict[str, str] = {
+    "engine_active_pct": "engine",
+    "sm_active_pct": "sm_active",
+    "sm_occupancy_pct": "sm_occupancy",
+    "tensor_active_pct": "tensor_active",
+    "dram_active_pct": "dram_active",
 }
 EFFICIENCY_COLUMNS: tuple[str, ...] = (
     *EFFICIENCY_KEYS,
@@ -70,7 +64,6 @@ EFFICIENCY_COLUMNS: tuple[str, ...] = (
     "inefficient_cost_usd",
     "cause",
 )
-_PROFILING = ("sm_data_s", "sm_occupancy_data_s", "tensor_data_s", "dram_data_s")
 
 
 def _f(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -89,35 +82,30 @@ def _tensor_models(models: pd.Series) -> np.ndarray:
     return known[np.where(codes < 0, len(uniques), codes)]
 
 
-def row_figures(rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per prepared row (:func:`~gpuwatch.analytics.health_rows.with_failing`): engine seconds
-    (on rows with profiling), throttled, failing and inefficient GPU-hours."""
-    profiled = np.zeros(len(rows), dtype=bool)
-    for name in _PROFILING:
-        profiled |= _f(rows, name) > 0
-    gpu_h = rows[c.GPU_HOURS].to_numpy(dtype="float64")
-    util_data = _f(rows, "util_data_s")
-    low_sm = _share(_f(rows, "busy_low_sm_s"), util_data)
-    no_tensor = _share(_f(rows, "busy_no_tensor_s"), util_data) * _tensor_models(rows["gpu_model"])
+def _figures(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per prepared row of the sums (:func:`~gpuwatch.analytics.health_sums.health_sums`):
+    throttled, failing and inefficient GPU-hours (seconds × the unit's share ÷ 3600)."""
+    per_s = rows[SHARE].to_numpy(dtype="float64") / HOUR_S
+    tensor = _tensor_models(rows["gpu_model"])
+    inefficient = np.where(tensor, _f(rows, "inefficient_data_s"), _f(rows, "low_sm_data_s"))
     return {
-        "engine_s": np.where(profiled, _f(rows, "util_s"), 0.0),
-        "engine_data_s": np.where(profiled, util_data, 0.0),
-        "throttled_gpu_hours": gpu_h * _share(_f(rows, "throttled_s"), _f(rows, "clock_data_s")),
-        "failing_gpu_hours": _f(rows, FAIL_S) / HOUR_S * rows["share"].to_numpy(dtype="float64"),
-        "inefficient_gpu_hours": gpu_h * np.maximum(low_sm, no_tensor),
+        "throttled_gpu_hours": per_s * _f(rows, "throttled_data_s"),
+        "failing_gpu_hours": per_s * _f(rows, "fail_s"),
+        "inefficient_gpu_hours": per_s * inefficient,
     }
 
 
-def _activity(
-    rows: pd.DataFrame, groups: Groups, figures: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The activity means per group (NaN: unavailable)."""
-    weight = rows[c.GPU_HOURS].to_numpy(dtype="float64")
-    frame = rows.assign(engine_s=figures["engine_s"], engine_data_s=figures["engine_data_s"])
-    return {
-        name: ratio_mean_pct(frame, groups, active, data, weight)
-        for name, (active, data) in ACTIVITY.items()
-    }
+def _activity(rows: pd.DataFrame, groups: Groups) -> dict[str, np.ndarray]:
+    """The activity means per group in percent, GPU-hour weighted over the hours with the
+    reading; NaN (unavailable) where no hour of the group has it."""
+    per_s = rows[SHARE].to_numpy(dtype="float64") / HOUR_S
+    out = {}
+    for name, prefix in ACTIVITY.items():
+        has = groups.sum(_f(rows, f"{prefix}_hours")) > 0
+        weighted = groups.sum(per_s * _f(rows, f"{prefix}_weighted_s"))
+        mean = divide(100.0 * weighted, groups.sum(per_s * _f(rows, f"{prefix}_weight_s")), np.nan)
+        out[name] = np.where(has, mean, np.nan)
+    return out
 
 
 def _sums(rows: pd.DataFrame, groups: Groups, figures: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -198,24 +186,28 @@ def _causes(out: pd.DataFrame) -> pd.Series:
 def workload_efficiency(
     health: pd.DataFrame, price_book: PriceBook, failing_since: pd.Series | None = None
 ) -> pd.DataFrame:
-    """One row per :data:`EFFICIENCY_KEYS` of the allocated rows: ``team``,
-    ``allocated_gpu_hours``, the activity means in percent (NaN: unavailable),
-    ``throttled_gpu_hours`` (NaN without clock-event readings), ``failing_gpu_hours`` and
-    ``failing_cost_usd`` (from each GPU's ``failing_since``, epoch seconds by (cluster,
-    gpu_uuid), else the frame's own first failing events), ``inefficient_gpu_hours``,
-    ``inefficient_cost_usd`` and ``cause``."""
-    if health.empty:
+    """:func:`efficiency_of_sums` of the hourly health rows given, summed per (unit, pod) by
+    :func:`~gpuwatch.analytics.health_sums.health_sums`; failing from each GPU's
+    ``failing_since`` (epoch seconds by (cluster, gpu_uuid), else the rows' own first failing
+    events)."""
+    return efficiency_of_sums(health_sums(health, failing_since), price_book)
+
+
+def efficiency_of_sums(sums: pd.DataFrame, price_book: PriceBook) -> pd.DataFrame:
+    """One row per :data:`EFFICIENCY_KEYS` of the allocated (unit, pod) sums
+    (:data:`~gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`): ``team``, ``allocated_gpu_hours``,
+    the activity means in percent (NaN: unavailable), ``throttled_gpu_hours`` (NaN without
+    clock-event readings), ``failing_gpu_hours`` and ``failing_cost_usd``,
+    ``inefficient_gpu_hours``, ``inefficient_cost_usd`` and ``cause``."""
+    if sums.empty:
         return _empty()
-    rows = prepare(health, price_book)
-    since = health_rows.failing_since(rows) if failing_since is None else failing_since
+    rows = prepare(sums, price_book)
     rows = rows[rows[c.ALLOCATED].to_numpy(dtype=bool)]
     if rows.empty:
         return _empty()
-    rows = with_failing(rows, since)
     groups = group_rows(rows, list(EFFICIENCY_KEYS))
-    figures = row_figures(rows)
-    out = _sums(rows, groups, figures)
-    for name, values in _activity(rows, groups, figures).items():
+    out = _sums(rows, groups, _figures(rows))
+    for name, values in _activity(rows, groups).items():
         out[name] = values
     out["team"] = _teams(rows, groups)
     out["cause"] = _causes(out)
@@ -229,10 +221,9 @@ def efficiency_timeline(health: pd.DataFrame) -> pd.DataFrame:
     names = ("engine_active_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct")
     if health.empty:
         return pd.DataFrame({n: pd.Series(dtype="float64") for n in ("ts", *names)})
-    rows = prepare(health)
+    rows = prepare(row_terms(health))
     groups = group_rows(rows, ["ts"])
-    figures = row_figures(with_failing(rows))
-    activity = _activity(rows, groups, figures)
+    activity = _activity(rows, groups)
     out = groups.keys.copy()
     for name in names:
         out[name] = activity[name]

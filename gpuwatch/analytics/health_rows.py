@@ -136,16 +136,3 @@ def group_rows(frame: pd.DataFrame, keys: list[str]) -> Groups:
     codes_np = codes.to_numpy(dtype="int64")
     _, first = np.unique(codes_np, return_index=True)
     return Groups(codes_np, frame[keys].iloc[first].reset_index(drop=True))
-
-
-def ratio_mean_pct(
-    frame: pd.DataFrame, groups: Groups, active: str, data: str, weight: np.ndarray
-) -> np.ndarray:
-    """GPU-hour weighted mean × 100 of each row's ratio ``active / data`` over the rows with the
-    reading (``data`` > 0), per group; NaN where no row of the group has it."""
-    data_s = np.nan_to_num(_floats(frame, data))
-    ratio = divide(np.nan_to_num(_floats(frame, active)), data_s)
-    w = np.where(data_s > 0, weight, 0.0)
-    has = groups.sum((data_s > 0).astype("float64")) > 0
-    mean = divide(100.0 * groups.sum(w * ratio), groups.sum(w), np.nan)
-    return np.where(has, mean, np.nan)

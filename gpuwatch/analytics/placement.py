@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics.efficiency import EFFICIENCY_KEYS, key_of
+from gpuwatch.analytics.health_sums import TRAFFIC
 from gpuwatch.domain.durations import HOUR_S
 
 #: Workload kinds whose pods run as one job (their GPUs talk to each other); pods of any other
@@ -75,18 +76,23 @@ def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.Data
     return pd.DataFrame(rows[keep])
 
 
-def _traffic(health: pd.DataFrame | None) -> dict[tuple[str, ...], tuple[float, float]]:
-    if health is None or health.empty:
+def _traffic(sums: pd.DataFrame | None) -> dict[tuple[str, ...], tuple[float, float]]:
+    """Mean PCIe and NVLink bytes per second of each workload's held hours (the mean of the
+    hourly means that exist; NaN without one), from the health sums."""
+    if sums is None or sums.empty:
         return {}
-    held = health[health["pod_id"].notna()]
-    means = held.groupby(list(EFFICIENCY_KEYS), dropna=False, as_index=False)[
-        ["pcie_bytes_per_s", "nvlink_bytes_per_s"]
-    ].mean()
+    held = sums[sums["pod_id"].notna()]
+    names = [f"{name}_{part}" for name in TRAFFIC for part in ("sum", "hours")]
+    totals = held.groupby(list(EFFICIENCY_KEYS), dropna=False, as_index=False)[names].sum()
     width = len(EFFICIENCY_KEYS)
-    return {
-        key_of(row[:width]): (float(row[width]), float(row[width + 1]))
-        for row in means.itertuples(index=False, name=None)
-    }
+    out = {}
+    for row in totals.itertuples(index=False, name=None):
+        pcie_sum, pcie_hours, nvlink_sum, nvlink_hours = (float(v) for v in row[width:])
+        out[key_of(row[:width])] = (
+            pcie_sum / pcie_hours if pcie_hours > 0 else math.nan,
+            nvlink_sum / nvlink_hours if nvlink_hours > 0 else math.nan,
+        )
+    return out
 
 
 def _per_instant(rows: pd.DataFrame) -> pd.DataFrame:
@@ -102,7 +108,7 @@ def workload_placement(
     samples: pd.DataFrame,
     nodes: pd.DataFrame | None,
     pods: pd.DataFrame | None = None,
-    health: pd.DataFrame | None = None,
+    health_sums: pd.DataFrame | None = None,
 ) -> dict[tuple[str, ...], PlacementMeasures]:
     """:class:`PlacementMeasures` by workload key (:func:`key_of` of :data:`EFFICIENCY_KEYS`)
     of the jobs and gangs holding whole GPUs on nodes whose size the nodes frame gives."""
@@ -112,7 +118,7 @@ def workload_placement(
     rows = _whole_gpu_rows(samples, pods)
     if rows.empty:
         return {}
-    traffic = _traffic(health)
+    traffic = _traffic(health_sums)
     out: dict[tuple[str, ...], PlacementMeasures] = {}
     for key, group in _per_instant(rows).groupby(list(EFFICIENCY_KEYS), dropna=False):
         k = key_of(tuple(key))

@@ -18,8 +18,8 @@ from gpuwatch.analytics.efficiency import (
     EFFICIENCY_KEYS,
     EfficiencyMeasures,
     efficiency_measures,
+    efficiency_of_sums,
     key_of,
-    workload_efficiency,
 )
 from gpuwatch.analytics.placement import PlacementMeasures, workload_placement
 from gpuwatch.analytics.policy import AnalyticsPolicy
@@ -188,50 +188,41 @@ def recommend(
     gpus: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
     detail: StoredDetail | None = None,
-    health: pd.DataFrame | None = None,
+    health_sums: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Recommendations for the window ``[start_ts, end_ts)`` from raw samples (or hourly
     roll-ups with their ``detail``); monthly savings per hour of the window's data span.
-    ``health``: the hourly health roll-up (HEALTH_COLUMNS) for ``investigate_efficiency`` and
+    ``health_sums``: the health roll-up of the window's hours summed per (unit, pod)
+    (:data:`~gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`) for ``investigate_efficiency`` and
     the traffic of ``consolidate_placement``."""
     window = samples[(samples["ts"] >= start_ts) & (samples["ts"] < end_ts)]
     costed = prepare(window, pods, price_book)
     stats = workload_stats(costed, policy, price_book, gpus, detail)
     ctx = build_context(policy, price_book, nodes, pods)
-    efficiency = window_efficiency(health, price_book, start_ts, end_ts)
+    efficiency = window_efficiency(health_sums, price_book)
     span = data_span_hours(window, start_ts, end_ts)
-    placement = window_placement(window, nodes, pods, health, (start_ts, end_ts))
+    placement = window_placement(window, nodes, pods, health_sums)
     return recommend_from_stats(stats, ctx, span, efficiency, placement)
 
 
 def window_efficiency(
-    health: pd.DataFrame | None, price_book: PriceBook, start_ts: int, end_ts: int
+    health_sums: pd.DataFrame | None, price_book: PriceBook
 ) -> pd.DataFrame | None:
-    """:func:`~gpuwatch.analytics.efficiency.workload_efficiency` of the health roll-up's hours
-    that overlap ``[start_ts, end_ts)``; None without a health frame."""
-    hours = window_health(health, start_ts, end_ts)
-    return None if hours is None else workload_efficiency(hours, price_book)
+    """:func:`~gpuwatch.analytics.efficiency.efficiency_of_sums` of a window's health sums;
+    None without them."""
+    return None if health_sums is None else efficiency_of_sums(health_sums, price_book)
 
 
 def window_placement(
     samples: pd.DataFrame,
     nodes: pd.DataFrame | None,
     pods: pd.DataFrame | None,
-    health: pd.DataFrame | None,
-    window: tuple[int, int],
+    health_sums: pd.DataFrame | None,
 ) -> dict[tuple[str, ...], PlacementMeasures]:
     """:func:`~gpuwatch.analytics.placement.workload_placement` of the window's sample rows,
-    with the traffic of the health roll-up's hours that overlap ``window`` (``[start, end)``):
-    what every surface passes to :func:`recommend_from_stats` as ``placement``."""
-    return workload_placement(samples, nodes, pods, window_health(health, *window))
-
-
-def window_health(health: pd.DataFrame | None, start_ts: int, end_ts: int) -> pd.DataFrame | None:
-    """The health roll-up's hours that overlap ``[start_ts, end_ts)``; None without one."""
-    if health is None:
-        return None
-    ts = health["ts"].to_numpy(dtype="int64")
-    return health[(ts > start_ts - HOUR_S) & (ts < end_ts)]
+    with the traffic of the window's health sums: what every surface passes to
+    :func:`recommend_from_stats` as ``placement``."""
+    return workload_placement(samples, nodes, pods, health_sums)
 
 
 def build_context(

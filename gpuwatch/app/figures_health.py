@@ -25,6 +25,7 @@ from gpuwatch.app.figures import (
     with_gaps,
 )
 from gpuwatch.app.health_text import STATE_WORDS, reasons_text
+from gpuwatch.app.views_health import MAX_TIMELINE_GPUS
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.health import STATES
 
@@ -35,8 +36,6 @@ STATE_COLORS: dict[str, str] = {
     "degraded": "#f59e0b",
     "healthy": "#16a34a",
 }
-#: Above this many GPUs the timeline shows only those that were not always healthy.
-MAX_TIMELINE_GPUS = 200
 RUN_COLUMNS = ("cluster", "node", "gpu_uuid", "state", "reasons", "start_ts", "end_ts")
 #: The efficiency lines: column, name, colour.
 ACTIVITY_LINES: tuple[tuple[str, str, str], ...] = (
@@ -70,14 +69,16 @@ def state_runs(timeline: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)[list(RUN_COLUMNS)]
 
 
-def _shown(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The runs of the GPUs the figure shows, and the title's note on what it leaves out."""
-    gpus = runs[["cluster", "gpu_uuid"]].drop_duplicates()
-    if len(gpus) <= MAX_TIMELINE_GPUS:
+def _shown(runs: pd.DataFrame, gpus: int | None) -> tuple[pd.DataFrame, str]:
+    """The runs of the GPUs the figure shows, and the title's note on what it leaves out
+    (``gpus``: the GPUs in scope, when the runs hold only some of them)."""
+    if gpus is None:
+        gpus = len(runs[["cluster", "gpu_uuid"]].drop_duplicates())
+    if gpus <= MAX_TIMELINE_GPUS:
         return runs, ""
     sick = runs.loc[runs["state"].ne("healthy"), ["cluster", "gpu_uuid"]].drop_duplicates()
     keep = runs.set_index(["cluster", "gpu_uuid"]).index.isin(sick.set_index(list(sick)).index)
-    left_out = len(gpus) - len(sick)
+    left_out = gpus - len(sick)
     return runs[keep], f"; {left_out:,} GPUs healthy throughout not shown"
 
 
@@ -104,14 +105,18 @@ def _bar(runs: pd.DataFrame, state: str, labels: list[str]) -> dict[str, Any]:
     }
 
 
-def health_timeline_figure(timeline: pd.DataFrame, labels: Mapping[tuple[str, str], str]) -> Figure:
+def health_timeline_figure(
+    timeline: pd.DataFrame, labels: Mapping[tuple[str, str], str], gpus: int | None = None
+) -> Figure:
     """Each GPU's state per hour (:func:`gpuwatch.analytics.health.health_timeline`): a row
     per GPU (``labels``: by (cluster, gpu_uuid), else node and UUID), grouped by node, a bar
-    per run of hours in one state, coloured by state; the reasons on hover."""
+    per run of hours in one state, coloured by state; the reasons on hover. Above
+    :data:`MAX_TIMELINE_GPUS` GPUs in scope (``gpus``, else those of the timeline), only the
+    GPUs that were not always healthy."""
     runs = state_runs(timeline)
-    if runs.empty:
+    if runs.empty and not gpus:
         return empty_figure("No health readings in this window")
-    runs, note = _shown(runs)
+    runs, note = _shown(runs, gpus)
     names = [
         labels.get((c, u), f"{n} · {u}")
         for c, n, u in runs[["cluster", "node", "gpu_uuid"]].itertuples(index=False)

@@ -28,11 +28,11 @@ from gpuwatch.app import windows
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.rollup import COST_SUMS, allocation_modes, pending_series
 from gpuwatch.app.window_costs import span_cost_rows, span_sums
+from gpuwatch.app.window_health import health_sums_window
 from gpuwatch.app.window_hourly import window_hourly
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
-from gpuwatch.domain.frames import HEALTH_COLUMNS, NO_POD, empty_frame
-from gpuwatch.store import repository
+from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_detail
 from gpuwatch.store.repository_span import hourly_span
 
@@ -222,7 +222,7 @@ def headline(snap: Snapshot, f: Filters) -> Headline:
 
 def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
     """Every recommendation for a window, as ``gpuwatch recommend`` over the same window: from
-    the roll-ups and their stored detail, the health roll-up (efficiency, placement traffic),
+    the roll-ups and their stored detail, the health sums (efficiency, placement traffic),
     savings per 730 h from the window's hours with data."""
 
     def compute() -> pd.DataFrame:
@@ -234,9 +234,9 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         detail = None if snap.engine is None else load_detail(snap.engine, start, end)
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
         ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
-        health = health_window(snap, window)
-        efficiency = window_efficiency(health, snap.price_book, start, end)
-        placement = window_placement(rows, snap.nodes, snap.pods, health, (start, end))
+        sums = health_sums_window(snap, window)
+        efficiency = window_efficiency(sums, snap.price_book)
+        placement = window_placement(rows, snap.nodes, snap.pods, sums)
         return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency, placement)
 
     return snap.memo(recommendations_key(window), compute, pin=True)
@@ -244,19 +244,6 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
 
 def recommendations_key(window: str) -> tuple[str, str]:
     return ("recommendations", window)
-
-
-def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
-    """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
-    store returns them (never modify them)."""
-
-    def compute() -> pd.DataFrame:
-        if snap.engine is None or snap.empty:
-            return empty_frame(HEALTH_COLUMNS)
-        start, end = window_bounds(snap, Filters(window=window))
-        return repository.load_health_hourly(snap.engine, start, end)
-
-    return snap.memo(("health_window", window), compute)
 
 
 def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:

@@ -11,7 +11,7 @@ picks rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -27,11 +27,17 @@ from gpuwatch.analytics.health import (
 )
 from gpuwatch.analytics.health_rows import GPU_KEY
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.views import equals, filter_mask, health_window, hourly_rows, window_bounds
+from gpuwatch.app.views import equals, filter_mask, hourly_rows, window_bounds
 from gpuwatch.app.views_gpu import WorkloadKey
+from gpuwatch.app.window_health import health_sums_window, health_window
+from gpuwatch.domain.frames import HEALTH_SUM_READINGS
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook
+from gpuwatch.store import repository
 
+#: Above this many GPUs the timeline shows only those that were not always healthy, and the
+#: page reads only the hourly rows of the GPUs that can be other than healthy.
+MAX_TIMELINE_GPUS = 200
 #: Filter → column of the health rows, for the facts of a GPU unit.
 UNIT_FILTERS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
 #: Filter → column, for the facts of the pod holding the unit.
@@ -82,6 +88,22 @@ class Readings:
             error_counts=any(bool(rows[name].notna().any()) for name in ERROR_COUNTS),
         )
 
+    @classmethod
+    def of_sums(cls, sums: pd.DataFrame, error_counts: bool) -> Readings:
+        """The readings of the rows summed per (unit, pod) in ``sums``
+        (:data:`~gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`); the sums keep no error count."""
+
+        def hours(name: str) -> bool:
+            return bool(sums[name].to_numpy(dtype="float64").sum() > 0)
+
+        profiling = [p for p, (_, data) in HEALTH_SUM_READINGS.items() if data in PROFILING_DATA]
+        return cls(
+            rows=len(sums) > 0,
+            clock_events=hours("clock_data_s"),
+            profiling=any(hours(f"{prefix}_hours") for prefix in profiling),
+            error_counts=error_counts,
+        )
+
 
 @dataclass(frozen=True)
 class HealthView:
@@ -111,11 +133,27 @@ def health_view_of(
 
 
 def health_view(snap: Snapshot, f: Filters, policy: HealthPolicy) -> HealthView:
-    """The GPU health of the filters' window and scope."""
+    """The GPU health of the filters' window and scope: what :func:`health_view_of` gives for
+    every row in scope, from the rows of fewer GPUs. The GPUs in scope and the readings they
+    carry come from the health sums; the hourly rows read are those of every GPU in scope when
+    the timeline shows them all (up to ``MAX_TIMELINE_GPUS``), else those of the GPUs with any
+    evidence of not being healthy (the others have no entry and no run to draw)."""
 
     def compute() -> HealthView:
-        rows = scope(health_window(snap, f.window), f)
-        return health_view_of(rows, snap.price_book, policy, window_bounds(snap, f)[1])
+        start, end = window_bounds(snap, f)
+        if snap.engine is None or snap.empty:
+            return health_view_of(scope(health_window(snap, f.window), f), snap.price_book,
+                                  policy, end)  # fmt: skip
+        sums = scope(health_sums_window(snap, f.window), f)
+        gpus = len(gpu_keys(sums).unique())
+        if gpus <= MAX_TIMELINE_GPUS:
+            units = np.unique(sums["gpu_id"].to_numpy(dtype="int64")).tolist()
+        else:
+            units = repository.units_with_health_events(snap.engine, start, end)
+        rows = scope(repository.load_health_hourly(snap.engine, start, end, units), f)
+        view = health_view_of(rows, snap.price_book, policy, end)
+        readings = Readings.of_sums(sums, view.readings.error_counts)
+        return replace(view, gpus=gpus, readings=readings)
 
     return snap.memo(("health_view", f, policy), compute)
 
@@ -177,6 +215,20 @@ def efficiency_view(snap: Snapshot, window: str, key: WorkloadKey) -> Efficiency
 
     def compute() -> EfficiencyView:
         signals = utilization_signals(snap, window, key)
-        return efficiency_view_of(health_window(snap, window), snap.price_book, key, signals)
+        rows = workload_health_rows(snap, window, key)
+        return efficiency_view_of(rows, snap.price_book, key, signals)
 
     return snap.memo(("efficiency_view", window, key), compute)
+
+
+def workload_health_rows(snap: Snapshot, window: str, key: WorkloadKey) -> pd.DataFrame:
+    """The window's health rows of the physical GPUs the workload's pods held, every unit and
+    pod of them: what :func:`efficiency_view_of` needs (the workload's rows, and its GPUs'
+    first failing events whoever held them then), not the whole fleet's."""
+    if snap.engine is None or snap.empty:
+        return health_window(snap, window)
+    start, end = window_bounds(snap, Filters(window=window))
+    pods = snap.pods
+    pod_ids = pods.loc[workload_mask(pods, key), "pod_id"].to_numpy(dtype="int64").tolist()
+    units = repository.units_held_by(snap.engine, start, end, pod_ids)
+    return repository.load_health_hourly(snap.engine, start, end, units)

@@ -124,7 +124,7 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
             start_ts,
             nodes=inputs.nodes,
             detail=inputs.detail,
-            health=inputs.health,
+            health_sums=inputs.health_sums,
         )
         return WeeklyView(frame, hours_with_data(inputs.samples, start_ts, end_ts))
 

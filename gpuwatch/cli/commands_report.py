@@ -101,7 +101,7 @@ def report_weekly(
         start_ts,
         nodes=data.nodes,
         detail=data.detail,
-        health=data.health,
+        health_sums=data.health_sums,
         scheduling=app.settings.scheduling.policy(),
     )
     scope = Scope(cluster=cluster, team=team, namespace=namespace)
@@ -171,7 +171,7 @@ def recommend_command(
         gpus=data.gpus,
         nodes=data.nodes,
         detail=data.detail,
-        health=data.health,
+        health_sums=data.health_sums,
     )
     scope = Scope(cluster=cluster, team=team, namespace=namespace)
     frame = in_scope(frame, scope)

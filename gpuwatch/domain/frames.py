@@ -123,6 +123,65 @@ HEALTH_COLUMNS: tuple[Column, ...] = (
     Column("other_xid", "Int64", "highest XID the catalogue does not list"),
 )
 
+#: A (GPU unit, pod) pair's facts: a sample row's identity without its instant.
+HEALTH_SUM_IDENTITY: tuple[Column, ...] = tuple(
+    c for c in _IDENTITY if c.name not in ("ts", "step_s")
+)
+
+
+#: Activity readings of the health sums: prefix of the sum columns → (Σ ratio × step column,
+#: seconds with the reading). ``engine`` counts only on rows with a profiling reading.
+HEALTH_SUM_READINGS: dict[str, tuple[str, str]] = {
+    "engine": ("util_s", "util_data_s"),
+    "sm_active": ("sm_active_s", "sm_data_s"),
+    "sm_occupancy": ("sm_occupancy_s", "sm_occupancy_data_s"),
+    "tensor_active": ("tensor_active_s", "tensor_data_s"),
+    "dram_active": ("dram_active_s", "dram_data_s"),
+}
+#: Profiling readings: a row with any of them measures the engine's activity.
+HEALTH_SUM_PROFILING: tuple[str, ...] = (
+    "sm_data_s",
+    "sm_occupancy_data_s",
+    "tensor_data_s",
+    "dram_data_s",
+)
+
+
+def _activity_sums(prefix: str, reading: str) -> tuple[Column, ...]:
+    return (
+        _seconds(f"{prefix}_weighted_s", f"Σ data_s × the hour's {reading} ratio, hours with it"),
+        _seconds(f"{prefix}_weight_s", f"Σ data_s of the hours with a {reading} reading"),
+        Column(f"{prefix}_hours", "float64", f"hours with a {reading} reading"),
+    )
+
+
+#: The health roll-up summed per (GPU unit, pod) over a window (docs/storage.md#health): the
+#: terms of :func:`gpuwatch.analytics.health_sums.row_terms`, from which every efficiency
+#: figure and the placement traffic follow without the hourly rows.
+HEALTH_SUM_COLUMNS: tuple[Column, ...] = (
+    *HEALTH_SUM_IDENTITY,
+    _seconds("data_s", "seconds with any reading (Σ step)"),
+    _seconds("clock_data_s", "seconds with a clock-event reading"),
+    _seconds("throttled_data_s", "Σ data_s × the hour's throttled share of clock_data_s"),
+    _seconds("low_sm_data_s", "Σ data_s × the hour's busy-with-low-SM share of util_data_s"),
+    _seconds("inefficient_data_s", "as low_sm_data_s with the larger of low SM and no tensor"),
+    _seconds("fail_s", "seconds after the GPU's first failing event in the window"),
+    *_activity_sums("engine", "engine (utilization, on hours with profiling)"),
+    *_activity_sums("sm_active", "SM active"),
+    *_activity_sums("sm_occupancy", "SM occupancy"),
+    *_activity_sums("tensor_active", "tensor active"),
+    *_activity_sums("dram_active", "DRAM active"),
+    Column("pcie_bytes_per_s_sum", "float64", "Σ hourly mean PCIe bytes per second"),
+    Column("pcie_bytes_per_s_hours", "float64", "hours with a PCIe reading"),
+    Column("nvlink_bytes_per_s_sum", "float64", "Σ hourly mean NVLink bytes per second"),
+    Column("nvlink_bytes_per_s_hours", "float64", "hours with an NVLink reading"),
+)
+
+#: The summed columns of :data:`HEALTH_SUM_COLUMNS`, in order.
+HEALTH_SUM_TERMS: tuple[str, ...] = tuple(
+    c.name for c in HEALTH_SUM_COLUMNS[len(HEALTH_SUM_IDENTITY) :]
+)
+
 #: One row per GPU unit known in the window (for capacity and coverage).
 GPU_COLUMNS: tuple[Column, ...] = (
     Column("cluster", "string", "cluster name"),

@@ -38,9 +38,9 @@ class Inputs:
     resolution: str = "raw"
     #: The roll-ups' recommendation detail, read with hourly roll-ups (None with raw samples).
     detail: StoredDetail | None = None
-    #: The hourly health roll-up (HEALTH_COLUMNS) of the window widened to whole hours, when
-    #: asked for; None when not read.
-    health: pd.DataFrame | None = field(default=None)
+    #: The health roll-up of the window widened to whole hours, summed per (unit, pod) in the
+    #: store (HEALTH_SUM_COLUMNS), when asked for; None when not read.
+    health_sums: pd.DataFrame | None = field(default=None)
 
 
 def price_book_from(settings: Settings) -> PriceBook:
@@ -59,6 +59,13 @@ def load_health(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     """The hourly health roll-up of the hours that overlap ``[start_ts, end_ts)``."""
     first, last = hour_window(start_ts, end_ts)
     return repository.load_health_hourly(engine, first, last)
+
+
+def load_health_sums(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+    """The health roll-up of the hours that overlap ``[start_ts, end_ts)``, summed per (unit,
+    pod) in the store."""
+    first, last = hour_window(start_ts, end_ts)
+    return repository.load_health_sums(engine, first, last)
 
 
 def policy_from(settings: Settings) -> AnalyticsPolicy:
@@ -122,7 +129,8 @@ def load_inputs(
 
     ``resolution``: ``raw`` samples, ``hourly`` roll-ups (the window widened to whole hours),
     or ``auto`` (:func:`choose_resolution`). ``health``: also read the hourly health roll-up
-    (:func:`load_health`) for the health columns and ``investigate_efficiency``.
+    summed per (unit, pod) (:func:`load_health_sums`) for the health columns,
+    ``investigate_efficiency`` and placement traffic.
     """
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
     if chosen == "hourly":
@@ -140,7 +148,7 @@ def load_inputs(
     else:
         reads["samples"] = lambda: repository.load_samples(engine, start_ts, end_ts, health=False)
     if health:
-        reads["health"] = lambda: load_health(engine, start_ts, end_ts)
+        reads["health_sums"] = lambda: load_health_sums(engine, start_ts, end_ts)
     got = _read_together(reads)
     return Inputs(
         start_ts=start_ts,
@@ -151,7 +159,7 @@ def load_inputs(
         nodes=got["nodes"],
         resolution=chosen,
         detail=got.get("detail"),
-        health=got.get("health"),
+        health_sums=got.get("health_sums"),
     )
 
 

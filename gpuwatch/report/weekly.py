@@ -17,7 +17,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.costing import prepare
-from gpuwatch.analytics.efficiency import workload_efficiency
+from gpuwatch.analytics.efficiency import efficiency_of_sums
 from gpuwatch.analytics.gangs import workload_stalls
 from gpuwatch.analytics.grouping import group_sum
 from gpuwatch.analytics.policy import AnalyticsPolicy
@@ -85,7 +85,7 @@ TWO_DECIMALS = frozenset(
 STALL_FIGURES = ("stalled_gpu_hours", "stalled_cost_usd")
 #: Percent columns of section 7 that stay empty where the exporter provides no profiling fields.
 OPTIONAL_PCT = ("sm_active_pct", "tensor_active_pct")
-#: Section 7's columns from the health roll-up (:func:`workload_efficiency`); empty where not
+#: Section 7's columns from the health roll-up (:func:`efficiency_of_sums`); empty where not
 #: measured (no health readings; ``throttled_gpu_hours`` without clock-event readings).
 HEALTH_FIGURES = ("throttled_gpu_hours", "failing_gpu_hours", "failing_cost_usd", *OPTIONAL_PCT)
 #: After every saving kind, the kinds a workload's cell may name, in this order.
@@ -279,14 +279,15 @@ def weekly_report(
     *,
     nodes: pd.DataFrame | None = None,
     detail: StoredDetail | None = None,
-    health: pd.DataFrame | None = None,
+    health_sums: pd.DataFrame | None = None,
     scheduling: SchedulingPolicy | None = None,
 ) -> pd.DataFrame:
     """The report's rows for the ISO week starting at ``week_start_ts`` (a Monday 00:00 UTC).
 
     Columns are :data:`HEADER`; hours and dollars are rounded to 2 decimals, percents to 1;
-    rows are sorted by ``idle_cost_usd`` descending, then by their key columns. ``health``:
-    the hourly health roll-up (HEALTH_COLUMNS) for the health columns,
+    rows are sorted by ``idle_cost_usd`` descending, then by their key columns.
+    ``health_sums``: the week's health roll-up summed per (unit, pod) (HEALTH_SUM_COLUMNS,
+    :func:`~gpuwatch.analytics.health_sums.health_sums`) for the health columns,
     ``investigate_efficiency`` and the traffic of ``consolidate_placement``; without it those
     columns are empty. ``scheduling``: when a
     gang counts as stalled (default :class:`SchedulingPolicy`).
@@ -300,8 +301,8 @@ def weekly_report(
         "nodes": nodes,
         "detail": detail,
         "data_hours": data_span_hours(week, week_start_ts, end_ts),
-        "efficiency": _week_efficiency(health, price_book, week_start_ts, end_ts),
-        "placement": window_placement(week, nodes, pods, health, (week_start_ts, end_ts)),
+        "efficiency": _week_efficiency(health_sums, price_book),
+        "placement": window_placement(week, nodes, pods, health_sums),
         "scheduling": scheduling or SchedulingPolicy(),
         "window": (week_start_ts, end_ts),
     }
@@ -317,15 +318,13 @@ def weekly_report(
 
 
 def _week_efficiency(
-    health: pd.DataFrame | None, price_book: PriceBook, start_ts: int, end_ts: int
+    health_sums: pd.DataFrame | None, price_book: PriceBook
 ) -> pd.DataFrame | None:
     """The week's efficiency rows; None (the health columns not measured) without a health
     roll-up for the week, as in a store collected before it existed."""
-    if health is None:
+    if health_sums is None or health_sums.empty:
         return None
-    ts = health["ts"].to_numpy(dtype="int64")
-    week = health[(ts >= start_ts) & (ts < end_ts)]
-    return workload_efficiency(week, price_book) if len(week) else None
+    return efficiency_of_sums(health_sums, price_book)
 
 
 def _missing(value: Any) -> bool:

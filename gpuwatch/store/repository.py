@@ -395,3 +395,6 @@ def load_collection_state(engine: Engine) -> pd.DataFrame:
 
 
 from gpuwatch.store.repository_health import load_health_hourly as load_health_hourly  # noqa: E402, PLC0414
+from gpuwatch.store.repository_health import load_health_sums as load_health_sums  # noqa: E402, PLC0414
+from gpuwatch.store.repository_health import units_held_by as units_held_by  # noqa: E402, PLC0414
+from gpuwatch.store.repository_health import units_with_health_events as units_with_health_events  # noqa: E402, PLC0414

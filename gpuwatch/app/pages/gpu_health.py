@@ -171,7 +171,7 @@ def body(snap: Snapshot, f: Filters, policy: HealthPolicy) -> list[Any]:
     if not view.readings.rows:
         return missing_section(view)
     ids = unit_ids(snap.units)
-    figure = health_timeline_figure(view.timeline, timeline_labels(view, ids))
+    figure = health_timeline_figure(view.timeline, timeline_labels(view, ids), view.gpus)
     return [
         cards(view),
         section(
