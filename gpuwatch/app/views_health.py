@@ -1,12 +1,11 @@
 """What the GPU health page shows: the hourly health roll-up of the window, scoped to the
 filters, through the health analytics (:mod:`gpuwatch.analytics.health`).
 
-The window's rows are read once per data version with
-:func:`gpuwatch.store.repository.load_health_hourly` over the same hour-aligned window as every
-other page (:func:`~gpuwatch.app.views.window_bounds`) and memoized in the snapshot, keyed by
-window (and the filters for what is derived from them): new data is a new snapshot, so a cached
-result never outlives the data it came from. Every figure is the analytics'; this module only
-picks rows.
+The page and a workload's efficiency read the hourly rows of the GPUs they can show, not the
+fleet's (:func:`health_view`, :func:`workload_health_rows`); the GPUs in scope come from the
+health roll-up summed per (unit, pod) in the store. Each result is memoized in the snapshot,
+keyed by window and filters: new data is a new snapshot, so a cached result never outlives the
+data it came from. Every figure is the analytics'; this module only picks rows.
 """
 
 from __future__ import annotations
