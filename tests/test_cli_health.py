@@ -36,7 +36,9 @@ class Reader:
         self.frame = frame
         self.windows: list[tuple[int, int]] = []
 
-    def __call__(self, engine: Any, start_ts: int, end_ts: int) -> pd.DataFrame:
+    def __call__(
+        self, engine: Any, start_ts: int, end_ts: int, gpu_ids: list[int] | None = None
+    ) -> pd.DataFrame:
         self.windows.append((start_ts, end_ts))
         ts = self.frame["ts"]
         return self.frame[(ts >= start_ts) & (ts < end_ts)]
@@ -164,9 +166,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _write_fleet(url: str) -> None:
-    """Two H100s for two hours of one-minute samples from H0. GPU-1 is held by the Job ``a``
+    """Three H100s for two hours of one-minute samples from H0. GPU-1 is held by the Job ``a``
     and reports XID 79 from 01:15; GPU-2 is held by nobody and thermally throttled for the
-    first 30 minutes."""
+    first 30 minutes; GPU-3, held by nobody, has clock readings and no event."""
     import numpy as np
 
     from gpuwatch.store import rollup, writer
@@ -180,7 +182,7 @@ def _write_fleet(url: str) -> None:
         gpus = writer.write_gpus(conn, cluster, [
             {"uuid": f"GPU-{i}", "mig_gi_id": -1, "slot": 0, "model_name": H100,
              "timeslice_replicas": 1, "first_seen_ts": H0, "last_seen_ts": H0 + 7140}
-            for i in (1, 2)
+            for i in (1, 2, 3)
         ])  # fmt: skip
         pods = writer.write_pods(conn, cluster, [
             {"namespace": "ml", "name": "a", "uid": "uid-a", "workload_kind": "Job",
@@ -193,6 +195,7 @@ def _write_fleet(url: str) -> None:
         for uuid, pod_id, health, codes in (
             ("GPU-1", float(pod), {}, xid),
             ("GPU-2", np.nan, {"clock_events": events}, np.zeros(n)),
+            ("GPU-3", np.nan, {"clock_events": np.zeros(n)}, np.zeros(n)),
         ):
             writer.write_samples(conn, writer.SampleColumns(  # type: ignore[call-arg, unused-ignore]
                 np.full(n, gpus[(uuid, -1, 0)]), ts, np.full(n, 60), np.full(n, pod_id),
@@ -203,7 +206,7 @@ def _write_fleet(url: str) -> None:
     engine.dispose()
 
 
-def test_end_to_end_through_the_store(tmp_path: Path) -> None:
+def test_end_to_end_through_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "gpuwatch.yaml"
     url = f"sqlite:///{tmp_path / 'gw.db'}"
     config.write_text(
@@ -212,9 +215,19 @@ def test_end_to_end_through_the_store(tmp_path: Path) -> None:
     env = {"GPUWATCH_CONFIG": str(config)}
     assert CliRunner().invoke(cli, ["db", "upgrade"], env=env).exit_code == 0
     _write_fleet(url)
+    read: list[str] = []
+    load = repository.load_health_hourly
+
+    def recorded(*args: Any) -> pd.DataFrame:
+        frame = load(*args)
+        read.extend(frame["gpu_uuid"].astype(str))
+        return frame
+
+    monkeypatch.setattr(repository, "load_health_hourly", recorded)
     args = ["health", "--start", "2025-11-17T00:00:00Z", "--end", "2025-11-17T02:00:00Z"]
     result = CliRunner().invoke(cli, [*args, "--format", "json"], env=env)
     assert result.exit_code == 0, result.output
+    assert set(read) == {"GPU-1", "GPU-2"}  # GPU-3 has no event: its rows are not read
     entries = {e["gpu_uuid"]: e for e in json.loads(result.stdout)}
     assert entries["GPU-1"]["state"] == "failing"
     assert entries["GPU-1"]["reasons"] == ["xid:79"]

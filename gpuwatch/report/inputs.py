@@ -56,9 +56,12 @@ def health_policy_from(settings: Settings) -> HealthPolicy:
 
 
 def load_health(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """The hourly health roll-up of the hours that overlap ``[start_ts, end_ts)``."""
+    """The hourly health roll-up of the hours that overlap ``[start_ts, end_ts)``, of the GPUs
+    that can be other than healthy in them (``repository.units_with_health_events``): every
+    row :func:`~gpuwatch.analytics.health.gpu_health` draws an entry from."""
     first, last = hour_window(start_ts, end_ts)
-    return repository.load_health_hourly(engine, first, last)
+    units = repository.units_with_health_events(engine, first, last)
+    return repository.load_health_hourly(engine, first, last, units)
 
 
 def load_health_sums(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
