@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gpuwatch.cli.commands_demo import build_demo_database
+from gpuwatch.simulate.generate import SimulatedData
+from gpuwatch.simulate.load import load_simulated
 from gpuwatch.store.engine import make_engine, upgrade
 from tests.support.demo_fleet import DEMO_DAYS, DEMO_NOW_TS, DEMO_SEED, DEMO_STEP_S
 from tests.support.postgres import private_postgres
@@ -65,6 +67,18 @@ def store_url(request: pytest.FixtureRequest) -> str:
 def migrated_engine(store_url: str) -> Iterator[Engine]:
     engine = make_engine(store_url)
     upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def simulated_engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
+    """The module's simulated fleet (its ``data`` fixture) loaded into a migrated store, once
+    for SQLite and once for PostgreSQL."""
+    engine = make_engine(store_url)
+    upgrade(engine)
+    with engine.begin() as conn:
+        load_simulated(conn, data)
     yield engine
     engine.dispose()
 

@@ -7,7 +7,6 @@ same suggestion kinds, the same evidence quantiles and the same savings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import numpy as np
@@ -22,8 +21,6 @@ from gpuwatch.report.inputs import load_inputs
 from gpuwatch.report.weekly import weekly_report
 from gpuwatch.simulate.fleet import build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
-from gpuwatch.simulate.load import load_simulated
-from gpuwatch.store.engine import make_engine, upgrade
 
 WEEK_TS = int(datetime(2026, 11, 9, tzinfo=UTC).timestamp())  # Monday
 END_TS = WEEK_TS + 7 * 86400
@@ -56,13 +53,8 @@ def data() -> SimulatedData:
 
 
 @pytest.fixture
-def engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
-    engine = make_engine(store_url)
-    upgrade(engine)
-    with engine.begin() as conn:
-        load_simulated(conn, data)
-    yield engine
-    engine.dispose()
+def engine(simulated_engine: Engine) -> Engine:
+    return simulated_engine
 
 
 def _recommend(engine: Engine, resolution: str, start_ts: int, end_ts: int) -> pd.DataFrame:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -35,13 +34,8 @@ def data() -> SimulatedData:
 
 
 @pytest.fixture
-def engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
-    engine = make_engine(store_url)
-    upgrade(engine)
-    with engine.begin() as conn:
-        load_simulated(conn, data)
-    yield engine
-    engine.dispose()
+def engine(simulated_engine: Engine) -> Engine:
+    return simulated_engine
 
 
 def _raw_sums(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:

@@ -4,8 +4,6 @@ sums as it did from the rows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,9 +16,7 @@ from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, conform
 from gpuwatch.domain.pricing import build_price_book
 from gpuwatch.simulate.fleet import build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
-from gpuwatch.simulate.load import load_simulated
 from gpuwatch.store import repository
-from gpuwatch.store.engine import make_engine, upgrade
 
 END_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC
 DAY_S = 86_400
@@ -35,13 +31,8 @@ def data() -> SimulatedData:
 
 
 @pytest.fixture
-def engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
-    engine = make_engine(store_url)
-    upgrade(engine)
-    with engine.begin() as conn:
-        load_simulated(conn, data)
-    yield engine
-    engine.dispose()
+def engine(simulated_engine: Engine) -> Engine:
+    return simulated_engine
 
 
 def _by_pair(frame: pd.DataFrame) -> pd.DataFrame:

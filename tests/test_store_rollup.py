@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,13 +42,8 @@ def data() -> SimulatedData:
 
 
 @pytest.fixture
-def engine(store_url: str, data: SimulatedData) -> Iterator[Engine]:
-    engine = make_engine(store_url)
-    upgrade(engine)
-    with engine.begin() as conn:
-        load_simulated(conn, data)
-    yield engine
-    engine.dispose()
+def engine(simulated_engine: Engine) -> Engine:
+    return simulated_engine
 
 
 def _hourly_rows(engine: Engine) -> list[tuple[object, ...]]:

@@ -25,15 +25,11 @@ from gpuwatch.domain.frames import (
     HEALTH_SUM_READINGS,
     HEALTH_SUM_TERMS,
     conform,
+    empty_frame,
 )
 
-#: Activity readings and profiling readings (:mod:`gpuwatch.domain.frames`).
-READINGS = HEALTH_SUM_READINGS
-PROFILING = HEALTH_SUM_PROFILING
 #: Hourly mean bandwidths summed over the rows that have them (placement traffic).
 TRAFFIC: tuple[str, ...] = ("pcie_bytes_per_s", "nvlink_bytes_per_s")
-#: The summed terms, in the order of :data:`HEALTH_SUM_COLUMNS`.
-TERMS = HEALTH_SUM_TERMS
 #: A (unit, pod) pair: every fact of a row is the same for the pair.
 PAIR: tuple[str, str] = ("gpu_id", "pod_id")
 
@@ -45,10 +41,10 @@ def _f(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 def _activity(frame: pd.DataFrame, data_s: np.ndarray) -> dict[str, np.ndarray]:
     profiled = np.zeros(len(frame), dtype=bool)
-    for name in PROFILING:
+    for name in HEALTH_SUM_PROFILING:
         profiled |= _f(frame, name) > 0
     out: dict[str, np.ndarray] = {}
-    for prefix, (active, data) in READINGS.items():
+    for prefix, (active, data) in HEALTH_SUM_READINGS.items():
         active_s, reading_s = _f(frame, active), _f(frame, data)
         if prefix == "engine":
             active_s, reading_s = active_s * profiled, reading_s * profiled
@@ -60,7 +56,8 @@ def _activity(frame: pd.DataFrame, data_s: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def row_terms(health: pd.DataFrame, since: pd.Series | None = None) -> pd.DataFrame:
-    """The hourly rows with every term of :data:`TERMS` added, each row a sum over its hour:
+    """The hourly rows with every term of :data:`~gpuwatch.domain.frames.HEALTH_SUM_TERMS`
+    added, each row a sum over its hour:
 
     - ``data_s`` and ``clock_data_s`` as stored;
     - ``throttled_data_s``: data_s × throttled_s ÷ clock_data_s (0 without clock readings);
@@ -89,7 +86,7 @@ def row_terms(health: pd.DataFrame, since: pd.Series | None = None) -> pd.DataFr
         values = rows[name].to_numpy(dtype="float64", na_value=np.nan)
         terms[f"{name}_sum"] = np.nan_to_num(values)
         terms[f"{name}_hours"] = (~np.isnan(values)).astype("float64")
-    return rows.drop(columns=[FAIL_S]).assign(**{name: terms[name] for name in TERMS})
+    return rows.drop(columns=[FAIL_S]).assign(**{name: terms[name] for name in HEALTH_SUM_TERMS})
 
 
 def health_sums(health: pd.DataFrame, since: pd.Series | None = None) -> pd.DataFrame:
@@ -97,11 +94,11 @@ def health_sums(health: pd.DataFrame, since: pd.Series | None = None) -> pd.Data
     :func:`gpuwatch.store.repository.load_health_sums` reads from the database, one row per
     pair in order of first appearance."""
     if health.empty:
-        return conform(health.iloc[:0].assign(**dict.fromkeys(TERMS, 0.0)), HEALTH_SUM_COLUMNS)
+        return empty_frame(HEALTH_SUM_COLUMNS)
     rows = row_terms(health.reset_index(drop=True), since)
     codes = rows.groupby(list(PAIR), dropna=False, sort=False).ngroup().to_numpy(dtype="int64")
     _, first = np.unique(codes, return_index=True)
     out = rows[[c.name for c in HEALTH_SUM_IDENTITY]].iloc[first].reset_index(drop=True)
-    for name in TERMS:
+    for name in HEALTH_SUM_TERMS:
         out[name] = np.bincount(codes, weights=rows[name].to_numpy(dtype="float64"))
     return conform(out, HEALTH_SUM_COLUMNS)

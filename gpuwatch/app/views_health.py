@@ -29,7 +29,7 @@ from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.views import equals, filter_mask, hourly_rows, window_bounds
 from gpuwatch.app.views_gpu import WorkloadKey
 from gpuwatch.app.window_health import health_sums_window, health_window
-from gpuwatch.domain.frames import HEALTH_SUM_READINGS
+from gpuwatch.domain.frames import HEALTH_SUM_PROFILING, HEALTH_SUM_READINGS
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import repository
@@ -41,8 +41,6 @@ MAX_TIMELINE_GPUS = 200
 UNIT_FILTERS = (("cluster", "cluster"), ("model", "gpu_model"), ("allocation", "allocation"))
 #: Filter → column, for the facts of the pod holding the unit.
 POD_FILTERS = (("team", "team"), ("namespace", "namespace"))
-#: Seconds-with-a-reading columns of the profiling fields.
-PROFILING_DATA = ("sm_data_s", "sm_occupancy_data_s", "tensor_data_s", "dram_data_s")
 #: Error counts, stored only where the counter rose (NULL otherwise).
 ERROR_COUNTS = ("ecc_sbe", "ecc_dbe", "pcie_replays", "nvlink_errors", "row_remap_failure")
 
@@ -83,7 +81,7 @@ class Readings:
         return cls(
             rows=len(rows) > 0,
             clock_events=seconds("clock_data_s"),
-            profiling=any(seconds(name) for name in PROFILING_DATA),
+            profiling=any(seconds(name) for name in HEALTH_SUM_PROFILING),
             error_counts=any(bool(rows[name].notna().any()) for name in ERROR_COUNTS),
         )
 
@@ -95,7 +93,9 @@ class Readings:
         def hours(name: str) -> bool:
             return bool(sums[name].to_numpy(dtype="float64").sum() > 0)
 
-        profiling = [p for p, (_, data) in HEALTH_SUM_READINGS.items() if data in PROFILING_DATA]
+        profiling = [
+            p for p, (_, data) in HEALTH_SUM_READINGS.items() if data in HEALTH_SUM_PROFILING
+        ]
         return cls(
             rows=len(sums) > 0,
             clock_events=hours("clock_data_s"),

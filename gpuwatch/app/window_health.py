@@ -4,35 +4,42 @@ traffic, summed in the store), each read once per data version and window."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
+from sqlalchemy import Engine
 
 from gpuwatch.app import windows
 from gpuwatch.app.data import Snapshot
-from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, empty_frame
+from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, Column, empty_frame
 from gpuwatch.store import repository
+
+#: A store read of the hours starting in ``[start, end)``.
+Reader = Callable[[Engine, int, int], pd.DataFrame]
+
+
+def _read(
+    snap: Snapshot, window: str, kind: str, columns: tuple[Column, ...], read: Reader
+) -> pd.DataFrame:
+    """``read(engine, start, end)`` over the window's bounds, memoized by ``kind`` and window;
+    an empty frame of ``columns`` without a store or data."""
+
+    def compute() -> pd.DataFrame:
+        if snap.engine is None or snap.empty:
+            return empty_frame(columns)
+        start, end = windows.bounds(window, snap.end_ts)
+        return read(snap.engine, start, end)
+
+    return snap.memo((kind, window), compute)
 
 
 def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
     """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
     store returns them (never modify them)."""
-
-    def compute() -> pd.DataFrame:
-        if snap.engine is None or snap.empty:
-            return empty_frame(HEALTH_COLUMNS)
-        start, end = windows.bounds(window, snap.end_ts)
-        return repository.load_health_hourly(snap.engine, start, end)
-
-    return snap.memo(("health_window", window), compute)
+    return _read(snap, window, "health_window", HEALTH_COLUMNS, repository.load_health_hourly)
 
 
 def health_sums_window(snap: Snapshot, window: str) -> pd.DataFrame:
     """The window's health roll-up summed per (unit, pod) in the store
     (:data:`~gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`)."""
-
-    def compute() -> pd.DataFrame:
-        if snap.engine is None or snap.empty:
-            return empty_frame(HEALTH_SUM_COLUMNS)
-        start, end = windows.bounds(window, snap.end_ts)
-        return repository.load_health_sums(snap.engine, start, end)
-
-    return snap.memo(("health_sums", window), compute)
+    return _read(snap, window, "health_sums", HEALTH_SUM_COLUMNS, repository.load_health_sums)

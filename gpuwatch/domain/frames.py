@@ -138,7 +138,8 @@ HEALTH_SUM_READINGS: dict[str, tuple[str, str]] = {
     "tensor_active": ("tensor_active_s", "tensor_data_s"),
     "dram_active": ("dram_active_s", "dram_data_s"),
 }
-#: Profiling readings: a row with any of them measures the engine's activity.
+#: The seconds-with-a-reading columns of the profiling fields (of :data:`HEALTH_COLUMNS`): a
+#: row with any of them measures the engine's activity.
 HEALTH_SUM_PROFILING: tuple[str, ...] = (
     "sm_data_s",
     "sm_occupancy_data_s",
