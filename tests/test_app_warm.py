@@ -1,15 +1,17 @@
 """The warm-up after new data computes the default views and the windows pages asked for
-lately, and forgets windows nobody asked for since."""
+lately, and forgets windows nobody asked for since; pages keep the current snapshot until the
+next one is warm."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
 
-from gpuwatch.app.data import ASKED_KEEP_S, DashboardData
+from gpuwatch.app.data import ASKED_KEEP_S, DEFAULT_WINDOW, DashboardData, Snapshot
 from gpuwatch.app.server import create_app
 from gpuwatch.app.views import recommendations_key, window_recommendations
 from gpuwatch.cli.commands_demo import build_demo_database
@@ -61,3 +63,34 @@ def test_the_warm_up_computes_the_windows_pages_asked_for(engine: Engine) -> Non
         assert third is not second and not third.asked
         data.warm(third)
         assert default in third._pinned and asked not in third._pinned
+
+
+def test_new_data_serves_the_current_snapshot_until_the_next_one_is_warm(engine: Engine) -> None:
+    now = [20_000.0]
+    settings = Settings()
+    data = DashboardData(engine, settings, background=True, refresh_s=0, clock=lambda: now[0])
+    app = create_app(engine, settings, data=data, warm=False)
+    started, release = threading.Event(), threading.Event()
+
+    def held_warm_up(snapshot: Snapshot) -> None:
+        window_recommendations(snapshot, DEFAULT_WINDOW)
+        started.set()
+        assert release.wait(timeout=120), "the test never released the warm-up"
+
+    with app.server.app_context():
+        first = data.current()  # no snapshot yet: read now, served cold
+        data.warmers = [held_warm_up]
+        _new_data(engine)
+        assert data.current() is first  # the next one is read in the background
+        assert started.wait(timeout=120), "the warm-up never started"
+        assert data.current() is first and data.current() is first  # still warming up
+        window_recommendations(first, "3d")  # a page asks meanwhile
+        release.set()
+        assert data.rebuild_thread is not None
+        data.rebuild_thread.join(timeout=120)
+        assert not data.rebuild_thread.is_alive()
+        second = data.current()
+    assert second is not first
+    assert second.marker != first.marker
+    assert recommendations_key(DEFAULT_WINDOW) in second._pinned  # warm when it first serves
+    assert second.asked[recommendations_key("3d")] == 20_000.0  # the ask made meanwhile

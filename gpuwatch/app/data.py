@@ -3,8 +3,9 @@
 :class:`DashboardData` keeps the current :class:`~gpuwatch.app.snapshot.Snapshot` (the fleet's
 inventory at one data version; built by :func:`~gpuwatch.app.snapshot.build_snapshot`) and
 reads it again when the store's data changes, in a background thread while pages keep serving
-the current one. Pages read their figures from the store and memoize them inside the snapshot,
-so a cached result can never outlive the data it came from.
+the current one until the new one has warmed up (computed the default views). Pages read
+their figures from the store and memoize them inside the snapshot, so a cached result can never
+outlive the data it came from.
 """
 
 from __future__ import annotations
@@ -85,10 +86,11 @@ class DashboardData:
     """The current snapshot of one store, rebuilt when the store's data changes.
 
     The store is checked at most every ``refresh_s`` seconds. With ``background`` a changed
-    store is rebuilt in a thread while the previous snapshot keeps serving; without it the
-    caller waits for the new snapshot (tests). A new snapshot carries over which pinned results
-    (recommendations per window) pages asked for in the last :data:`ASKED_KEEP_S` seconds, so
-    the warm-up computes those again ahead of the next visit; ``clock`` times those asks.
+    store is rebuilt and warmed up in a thread while the previous snapshot keeps serving, and
+    serves once warm; without it the caller waits for the new snapshot, not warmed (tests). A
+    new snapshot carries over which pinned results (recommendations per window) pages asked for
+    in the last :data:`ASKED_KEEP_S` seconds, so the warm-up computes those again ahead of the
+    next visit; ``clock`` times those asks.
     """
 
     def __init__(
@@ -113,10 +115,17 @@ class DashboardData:
         self._state_lock = threading.Lock()
         self._building = False
         self.warmers: list[Callable[[Snapshot], object]] = []
+        #: The thread building the next snapshot, once one was started.
+        self.rebuild_thread: threading.Thread | None = None
 
-    def _build(self) -> Snapshot:
+    def _read(self) -> Snapshot:
         snapshot = build_snapshot(self.engine, self.price_book, self.policy)
         snapshot.clock = self.clock
+        return snapshot
+
+    def _serve(self, snapshot: Snapshot) -> Snapshot:
+        """Serve ``snapshot`` from now on, with the asks the current one saw (those made while
+        ``snapshot`` warmed up included)."""
         previous = self._snapshot
         if previous is not None:
             snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
@@ -125,11 +134,28 @@ class DashboardData:
         release_memory()  # the build's and the previous snapshot's frames
         return snapshot
 
+    def _build(self) -> Snapshot:
+        return self._serve(self._read())
+
+    def _build_and_warm(self) -> None:
+        """A new snapshot, warmed up before it serves when one serves already: pages keep the
+        current snapshot's answers until the new one has the default views and the asked
+        windows, so new data never leaves a page waiting for the warm-up. The first snapshot
+        serves at once (a page then computes only what it asks for)."""
+        snapshot = self._read()
+        previous = self._snapshot
+        if previous is None:
+            self.warm(self._serve(snapshot))
+            return
+        snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
+        self.warm(snapshot)
+        self._serve(snapshot)
+
     def _rebuild_in_background(self) -> None:
         def run() -> None:
             try:
                 with self._build_lock:
-                    self.warm(self._build())
+                    self._build_and_warm()
             finally:
                 with self._state_lock:
                     self._building = False
@@ -138,7 +164,8 @@ class DashboardData:
             if self._building:
                 return
             self._building = True
-        threading.Thread(target=run, name="gpuwatch-snapshot", daemon=True).start()
+        self.rebuild_thread = threading.Thread(target=run, name="gpuwatch-snapshot", daemon=True)
+        self.rebuild_thread.start()
 
     def warm(self, snapshot: Snapshot) -> None:
         """Compute what the first pages will ask for (the default views) ahead of time."""
