@@ -33,7 +33,7 @@ from gpuwatch.app.window_hourly import window_hourly
 from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
-from gpuwatch.store.repository_detail import load_detail
+from gpuwatch.store.repository_detail import load_window_detail
 from gpuwatch.store.repository_span import hourly_span
 
 WORKLOAD = ["cluster", "namespace", "workload_kind", "workload"]
@@ -231,7 +231,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         if rows.empty or data_window(snap, window) is None:
             return empty_recommendations()
         start, end = window_bounds(snap, f)
-        detail = None if snap.engine is None else load_detail(snap.engine, start, end)
+        detail = None if snap.engine is None else load_window_detail(snap.engine, start, end)
         stats = workload_stats(rows, snap.policy, snap.price_book, snap.units, detail)
         ctx = build_context(snap.policy, snap.price_book, snap.nodes, snap.pods)
         sums = health_sums_window(snap, window)

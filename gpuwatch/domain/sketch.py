@@ -63,13 +63,24 @@ def histogram(
     if not len(rows):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy()
-    order = np.lexsort((bins, rows))
+    order = _row_bin_order(rows, bins)
     r, b = rows[order], bins[order]
     w = np.ones(len(r), np.int64) if weights is None else np.asarray(weights, np.int64)[order]
     start = np.ones(len(r), dtype=bool)
     start[1:] = (r[1:] != r[:-1]) | (b[1:] != b[:-1])
     first = np.flatnonzero(start)
     return r[first], b[first], np.add.reduceat(w, first)
+
+
+def _row_bin_order(rows: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """The order of the entries by row, then bin: one stable sort of one integer key (runs
+    already in order, as merged histograms bring them, sort in linear time), or a two-key
+    sort where that key would not fit 63 bits."""
+    low_row, low_bin = int(rows.min()), int(bins.min())
+    width = int(bins.max()) - low_bin + 1
+    if (int(rows.max()) - low_row + 1) * width >= 1 << 62:
+        return np.lexsort((bins, rows))
+    return np.argsort((rows - low_row) * width + (bins - low_bin), kind="stable")
 
 
 #: Cells of the group × coarse-bin count table of :func:`grouped_quantile` (32 MiB of float64).

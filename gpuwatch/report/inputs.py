@@ -147,7 +147,7 @@ def load_inputs(
         reads["samples"] = lambda: repository.load_hourly_samples(
             engine, start_ts, end_ts, health=False
         )
-        reads["detail"] = lambda: repository_detail.load_detail(engine, start_ts, end_ts)
+        reads["detail"] = lambda: repository_detail.load_window_detail(engine, start_ts, end_ts)
     else:
         reads["samples"] = lambda: repository.load_samples(engine, start_ts, end_ts, health=False)
     if health:

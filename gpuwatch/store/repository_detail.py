@@ -11,6 +11,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from gpuwatch.domain import sketch
+from gpuwatch.domain.detail_sums import summed_detail, summed_parts
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.series import Histograms, StoredDetail
 from gpuwatch.store.models import Cluster, PodSampleHourly, WorkloadSampleHourly
@@ -47,7 +48,8 @@ def _frame(rows: list[Any], names: list[str]) -> tuple[pd.DataFrame, list[list[A
     """The leading ``names`` of ``rows`` as a frame (integers int64, text as objects), and the
     columns after them (the blobs) as lists."""
     if not rows:
-        return pd.DataFrame([], columns=names), []
+        empty = {name: pd.Series([], dtype="str" if name in _TEXT else "int64") for name in names}
+        return pd.DataFrame(empty), []  # the dtypes rows give: text is inferred as ``str``
     columns = [list(map(itemgetter(n), rows)) for n in range(len(rows[0]))]
     data = {
         name: np.array(columns[n], dtype=object if name in _TEXT else np.int64)
@@ -88,6 +90,22 @@ def load_detail(engine: Engine, start_ts: int, end_ts: int) -> StoredDetail:
         held=_histograms(held),
         util_sum=_histograms(util_sum),
     )
+
+
+#: Hours of detail :func:`load_window_detail` reads and sums at a time.
+WINDOW_CHUNK_S = DAY_S
+
+
+def load_window_detail(engine: Engine, start_ts: int, end_ts: int) -> StoredDetail:
+    """The detail of the hours starting in ``[start_ts, end_ts)`` summed per pod and per
+    workload (:func:`~gpuwatch.domain.detail_sums.summed_detail`), read a day at a time, so
+    that a long window holds one row of histograms per pod instead of one per pod and hour.
+    The recommendations' measures are the same from it as from :func:`load_detail`."""
+    parts = [
+        summed_detail(load_detail(engine, first, min(first + WINDOW_CHUNK_S, end_ts)))
+        for first in range(int(start_ts), int(end_ts), WINDOW_CHUNK_S)
+    ]
+    return summed_parts(parts) if parts else load_detail(engine, start_ts, end_ts)
 
 
 #: Pod ids per query of :func:`load_pod_detail` (well under SQLite's bound-parameter limit).
