@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from gpuwatch.app.data import ASKED_KEEP_S, DEFAULT_WINDOW, DashboardData, Snapshot
-from gpuwatch.app.server import create_app
+from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import recommendations_key, window_recommendations
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
@@ -94,3 +94,11 @@ def test_new_data_serves_the_current_snapshot_until_the_next_one_is_warm(engine:
     assert second.marker != first.marker
     assert recommendations_key(DEFAULT_WINDOW) in second._pinned  # warm when it first serves
     assert second.asked[recommendations_key("3d")] == 20_000.0  # the ask made meanwhile
+
+
+def test_the_store_is_checked_as_often_as_the_settings_say(engine: Engine) -> None:
+    for given, expected in (({"refresh_s": 300}, 300.0), ({}, 60.0)):
+        settings = Settings.model_validate({"dashboard": given})
+        app = create_app(engine, settings, warm=False)
+        with app.server.app_context():
+            assert data_source().data.refresh_s == expected

@@ -90,6 +90,10 @@ def test_config_file_comes_from_the_environment_variable(tmp_path: Path) -> None
         ),
         ("bogus: 1\n", r"^bogus in config file .*: unknown key"),
         ("pricing:\n  spot_discount: 1.5\n", r"^pricing\.spot_discount in config file"),
+        (
+            "dashboard:\n  refresh_s: 0\n",
+            r"^dashboard\.refresh_s in config file .*greater than or equal to 1",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_the_file(tmp_path: Path, text: str, expected: str) -> None:

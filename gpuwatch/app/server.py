@@ -118,7 +118,8 @@ def create_app(
     # Screen readers pick the language from the document (the default page names none).
     app.index_string = app.index_string.replace("<html>", '<html lang="en">', 1)
     harden(app, settings.dashboard)
-    source = DataSource(engine, settings, data or DashboardData(engine, settings))
+    data = data or DashboardData(engine, settings, refresh_s=settings.dashboard.refresh_s)
+    source = DataSource(engine, settings, data)
     for warmer in _warmers():
         source.data.warmers.append(_bound(warmer, source.data))
     app.server.config[_DATA_KEY] = source

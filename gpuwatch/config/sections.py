@@ -357,6 +357,8 @@ class DashboardSettings(_Section):
     workers: int = Field(default=1, ge=1, le=64)
     #: Threads of each process.
     threads: int = Field(default=8, ge=1, le=64)
+    #: Seconds between each process's checks of the store for new data (docs/dashboard.md).
+    refresh_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
     #: Node labels naming a node's pool, first present wins (Cost over time: "node pool").
     node_pool_labels: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: [*NODE_POOL_LABELS]

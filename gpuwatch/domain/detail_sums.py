@@ -13,7 +13,8 @@ detail can be summed as it is read, a day at a time, instead of held hour by hou
   histograms summed per bin onto its first row.
 
 Every measure is the same from the summed detail as from the hourly one; the pod rows of a
-30-day window of 2,000 GPUs shrink from 0.8 million to 23 thousand (docs/storage.md#recommendation-detail).
+30-day window of 2,000 GPUs shrink from 0.8 million to 23 thousand
+(docs/storage.md#recommendation-detail).
 """
 
 from __future__ import annotations
