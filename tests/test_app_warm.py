@@ -14,6 +14,7 @@ from sqlalchemy import Engine, text
 from gpuwatch.app.data import ASKED_KEEP_S, DEFAULT_WINDOW, DashboardData, Snapshot
 from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import recommendations_key, window_recommendations
+from gpuwatch.app.views_store import default_week, weekly, weekly_key
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store.engine import make_engine
@@ -102,3 +103,27 @@ def test_the_store_is_checked_as_often_as_the_settings_say(engine: Engine) -> No
         app = create_app(engine, settings, warm=False)
         with app.server.app_context():
             assert data_source().data.refresh_s == expected
+
+
+def test_the_week_s_report_is_warmed_first_then_only_when_a_page_asked(engine: Engine) -> None:
+    now = [30_000.0]
+    settings = Settings()
+    data = DashboardData(engine, settings, background=False, refresh_s=0, clock=lambda: now[0])
+    app = create_app(engine, settings, data=data, warm=False)
+    with app.server.app_context():
+        first = data.current()
+        data.warm(first)
+        week = default_week(first)
+        assert week is not None and first.first and weekly_key(week) in first._pinned
+
+        _new_data(engine)
+        second = data.current()
+        data.warm(second)
+        assert not second.first and weekly_key(week) not in second._pinned  # nobody asked
+        weekly(data, second, week)  # the Reports page asks for it
+
+        _new_data(engine)
+        now[0] += 60
+        third = data.current()
+        data.warm(third)
+        assert weekly_key(week) in third._pinned and third.asked[weekly_key(week)] == 30_000.0

@@ -129,6 +129,7 @@ class DashboardData:
         previous = self._snapshot
         if previous is not None:
             snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
+            snapshot.first = False
         self._snapshot = snapshot
         self._checked = time.monotonic()
         release_memory()  # the build's and the previous snapshot's frames
@@ -148,6 +149,7 @@ class DashboardData:
             self.warm(self._serve(snapshot))
             return
         snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
+        snapshot.first = False
         self.warm(snapshot)
         self._serve(snapshot)
 

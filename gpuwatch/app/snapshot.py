@@ -87,6 +87,9 @@ class Snapshot:
     #: over from the previous data version's snapshot (:meth:`asked_since`).
     asked: dict[Hashable, float] = field(default_factory=dict, repr=False)
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    #: No snapshot served before this one in the process: its warm-up computes every default
+    #: view, where later ones compute those of the pages asked for lately.
+    first: bool = field(default=True, repr=False)
 
     @property
     def empty(self) -> bool:

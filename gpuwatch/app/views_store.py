@@ -128,7 +128,17 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
         )
         return WeeklyView(frame, hours_with_data(inputs.samples, start_ts, end_ts))
 
-    return snap.memo(("weekly", week), compute, pin=True)
+    return snap.memo(weekly_key(week), compute, pin=True)
+
+
+def weekly_key(week: str) -> tuple[str, str]:
+    return ("weekly", week)
+
+
+def asked_weeks(snap: Snapshot) -> list[str]:
+    """The weeks whose report a page asked for lately (carried over from the last snapshot)."""
+    keys = [key for key in list(snap.asked) if isinstance(key, tuple) and len(key) == 2]
+    return [str(week) for kind, week in keys if kind == weekly_key("")[0]]
 
 
 def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:

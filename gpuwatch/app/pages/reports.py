@@ -24,7 +24,14 @@ from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
 from gpuwatch.app.urls import URL_ID, with_param
-from gpuwatch.app.views_store import default_week, report_weeks, weekly, weekly_csv, weekly_view
+from gpuwatch.app.views_store import (
+    asked_weeks,
+    default_week,
+    report_weeks,
+    weekly,
+    weekly_csv,
+    weekly_view,
+)
 from gpuwatch.report.summary import report_totals
 from gpuwatch.report.weekly import HEADER, OPTIONAL_PCT
 
@@ -200,9 +207,13 @@ def layout(**query: Any) -> html.Div:
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
-    week = default_week(snap)
-    if week is not None:
-        weekly(data, snap, week)
+    """The weeks pages asked for in the last minutes (``data.ASKED_KEEP_S``), and the default
+    week for the first snapshot: most data versions nobody opens this page, and a week's
+    report costs seconds of every warm-up."""
+    weeks = asked_weeks(snap)
+    week = default_week(snap) if snap.first else None
+    for name in dict.fromkeys([*([week] if week else []), *weeks]):
+        weekly(data, snap, name)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
