@@ -16,7 +16,8 @@ from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.summary import sample_measures
 from gpuwatch.analytics.totals import data_span
 from gpuwatch.app import snapshot, views, views_gpu, views_store
-from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot
+from gpuwatch.app.data import DashboardData, Filters, Snapshot
+from gpuwatch.app.windows import ROLLING
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store import rollup as store_rollup
@@ -117,13 +118,13 @@ def test_gpu_history_falls_back_to_hourly_rows(
     assert mixed["temp_c"].max() == raw["temp_c"].max()
 
 
-@pytest.mark.parametrize("window", list(WINDOWS))
+@pytest.mark.parametrize("window", list(ROLLING))
 def test_the_data_window_is_where_the_hourly_rows_lie(
     full: tuple[DashboardData, Snapshot], compacted: tuple[DashboardData, Snapshot], window: str
 ) -> None:
     """The store's two probes of the roll-ups' key find the span ``data_span`` finds in the
     window's hourly rows, before and after compaction."""
-    days = WINDOWS[window]
+    days = ROLLING[window]
     for _, snap in (full, compacted):
         f = Filters(window=window)
         rows = views.hourly_rows(snap, f)

@@ -19,13 +19,13 @@ from urllib.parse import urlencode
 
 from sqlalchemy import Engine
 
-from gpuwatch.app.snapshot import WINDOWS, Snapshot, build_snapshot, release_memory, warming
+from gpuwatch.app.snapshot import Snapshot, build_snapshot, release_memory, warming
 from gpuwatch.app.windows import is_window
 from gpuwatch.config import Settings
 from gpuwatch.report.inputs import policy_from, price_book_from
 from gpuwatch.store import repository
 
-__all__ = ["WINDOWS", "DashboardData", "Filters", "Snapshot"]
+__all__ = ["DashboardData", "Filters", "Snapshot"]
 DEFAULT_WINDOW = "7d"
 #: Pinned results a page asked for this recently are computed again by the next warm-up.
 ASKED_KEEP_S = 900.0

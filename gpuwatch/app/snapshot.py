@@ -24,16 +24,12 @@ from sqlalchemy import Engine
 
 from gpuwatch.analytics.costing import unit_prices, unit_shares
 from gpuwatch.analytics.policy import AnalyticsPolicy
-from gpuwatch.app.windows import ROLLING
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import repository
 from gpuwatch.store.repository_span import recent_step_s
 
 T = TypeVar("T")
-#: The rolling time windows the filter bar offers, in days (:mod:`gpuwatch.app.windows` has
-#: the rest: month to date, last month, any range).
-WINDOWS: dict[str, float] = ROLLING
 MEMO_SIZE = 256
 #: Bytes of memoized frames kept per snapshot (pinned results aside).
 MEMO_BYTES = 256 * 2**20
@@ -139,6 +135,15 @@ class Snapshot:
                 _, (_, dropped) = self._memo.popitem(last=False)
                 self._memo_bytes -= dropped
         return value
+
+    def asked_of(self, kind: str) -> list[Hashable]:
+        """What pages asked for lately of one kind of pinned result: the ``x`` of each asked
+        key ``(kind, x)`` (a window's recommendations, a week's report)."""
+        with self._lock:
+            keys = list(self.asked)
+        return [
+            key[1] for key in keys if isinstance(key, tuple) and len(key) == 2 and key[0] == kind
+        ]
 
     def asked_since(self, since: float) -> dict[Hashable, float]:
         """The pinned results pages asked for at ``since`` or later (clock of :attr:`clock`)."""

@@ -242,8 +242,12 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
     return snap.memo(recommendations_key(window), compute, pin=True)
 
 
+#: The kind of a window's recommendations among the snapshot's pinned results.
+RECOMMENDATIONS = "recommendations"
+
+
 def recommendations_key(window: str) -> tuple[str, str]:
-    return ("recommendations", window)
+    return (RECOMMENDATIONS, window)
 
 
 def recommendations(snap: Snapshot, f: Filters) -> pd.DataFrame:

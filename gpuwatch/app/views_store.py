@@ -131,14 +131,16 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
     return snap.memo(weekly_key(week), compute, pin=True)
 
 
+WEEKLY = "weekly"
+
+
 def weekly_key(week: str) -> tuple[str, str]:
-    return ("weekly", week)
+    return (WEEKLY, week)
 
 
 def asked_weeks(snap: Snapshot) -> list[str]:
     """The weeks whose report a page asked for lately (carried over from the last snapshot)."""
-    keys = [key for key in list(snap.asked) if isinstance(key, tuple) and len(key) == 2]
-    return [str(week) for kind, week in keys if kind == weekly_key("")[0]]
+    return [str(week) for week in snap.asked_of(WEEKLY)]
 
 
 def weekly(data: DashboardData, snap: Snapshot, week: str) -> pd.DataFrame:

@@ -30,10 +30,10 @@ from gpuwatch.app.links import workload_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.urls import URL_ID
 from gpuwatch.app.views import (
+    RECOMMENDATIONS,
     data_hours,
     options,
     recommendations,
-    recommendations_key,
     window_recommendations,
 )
 from gpuwatch.domain.words import counted
@@ -212,10 +212,8 @@ def warm(data: DashboardData, snap: Snapshot) -> None:
     if snap.empty:
         return
     body(snap, Filters())
-    for key in list(snap.asked):
-        window = key[1] if isinstance(key, tuple) and len(key) == 2 else None
-        if isinstance(window, str) and key == recommendations_key(window):
-            window_recommendations(snap, window)
+    for window in snap.asked_of(RECOMMENDATIONS):
+        window_recommendations(snap, str(window))
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
