@@ -10,15 +10,12 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.app.data import Filters
-from gpuwatch.app.figures import (
-    NO_DATA_COLOR,
-    UNALLOCATED_COLOR,
-    gpu_history_figure,
-    heatmap_figure,
-)
+from gpuwatch.app.figures import UNALLOCATED_COLOR, gpu_history_figure
+from gpuwatch.app.figures_heatmap import NO_DATA_COLOR, gpu_id_of, heatmap_figure, node_of
 from gpuwatch.app.figures_held import HOLDER_COLORS, OTHER, held_segments, holder_colors
 from gpuwatch.app.server import data_source
-from gpuwatch.app.views_gpu import Heatmap, gpu_table, heatmap
+from gpuwatch.app.views_gpu import gpu_table
+from gpuwatch.app.views_heatmap import Heatmap, heatmap
 from tests.support.dash_app import demo_app
 
 
@@ -131,6 +128,38 @@ def test_every_heatmap_row_is_labelled_on_a_small_fleet() -> None:
 def test_a_big_fleet_labels_each_node_once() -> None:
     hm = _heatmap(81, [[1.0] * 3] * 81, [[1.0] * 3] * 81)
     assert _ticks(heatmap_figure(hm)) == ["n1", "n2"]
+
+
+def _node_heatmap(nodes: int) -> Heatmap:
+    units = pd.DataFrame(
+        {
+            "cluster": ["prod"] * nodes,
+            "node": [f"n{i}" for i in range(nodes)],
+            "gpu_id": -1,
+            "gpu_units": [8] * nodes,
+            "unit": ["8 GPU units"] * nodes,
+        }
+    )
+    z = np.full((nodes, 3), 50.0)
+    return Heatmap(z, np.array([0, 3600, 7200]), units, 3600, np.ones((nodes, 3)), by_node=True)
+
+
+def test_node_rows_are_labelled_with_what_a_click_opens() -> None:
+    figure = heatmap_figure(_node_heatmap(2))
+    labels = figure["data"][0]["y"]
+    assert labels == ["n0 · 8 GPU units @prod", "n1 · 8 GPU units @prod"]
+    assert [node_of(label) for label in labels] == [("prod", "n0"), ("prod", "n1")]
+    assert [gpu_id_of(label) for label in labels] == [None, None]
+    assert node_of("n0 · GPU-abc #42") is None and gpu_id_of("n0 · GPU-abc #42") == 42
+    assert _ticks(figure) == ["n0", "n1"]
+    assert figure["layout"]["title"]["text"].startswith("Utilization per node while held")
+    assert "16 GPU units" in figure["layout"]["yaxis"]["title"]["text"]
+    assert "click: the node's GPUs" in figure["data"][0]["hovertemplate"]
+
+
+def test_many_node_rows_label_every_few_rows() -> None:
+    ticks = _ticks(heatmap_figure(_node_heatmap(170)))  # 170 rows, at most 80 labels
+    assert ticks == [f"n{i}" for i in range(0, 170, 3)]
 
 
 def test_held_ratio_of_the_store_fleet(tmp_path: Path) -> None:

@@ -206,6 +206,11 @@ def test_table_names_link_down_and_heatmap_clicks_open_pages(app: Dash) -> None:
     assert (units.loc[42, "mig_gi_id"], units.loc[42, "slot"]) == (-1, 0)
     assert page("gpus").open_clicked(click, "?window=14d&team=x") == f"/gpu?uuid={uuid}&window=14d"
     assert page("gpus").open_clicked({"points": []}, "") is dash.no_update
+    by_node = {"points": [{"y": "gpu-n7 · 8 GPU units @prod-us-east", "x": "2026-01-01"}]}
+    assert (
+        page("gpus").open_clicked(by_node, "?window=14d&team=x")
+        == "/node?name=gpu-n7&cluster=prod-us-east&window=14d"
+    )
 
 
 def _cli(store: Path, cwd: Path, *args: str) -> str:

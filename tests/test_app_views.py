@@ -15,7 +15,7 @@ from gpuwatch.analytics.costing import prepare
 from gpuwatch.analytics.demand import pending_gpu_timeseries
 from gpuwatch.analytics.recommend import recommend
 from gpuwatch.analytics.summary import capacity_timeseries, summarize, unit_coverage
-from gpuwatch.app import rollup, views, views_gpu
+from gpuwatch.app import rollup, views, views_heatmap
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
@@ -249,11 +249,48 @@ def test_gap_runs_split_at_complete_hours() -> None:
 
 
 def test_heatmap_is_downsampled_to_screen_width(snap: Snapshot) -> None:
-    hm = views_gpu.heatmap(snap, Filters(window="30d"), max_columns=50)
+    hm = views_heatmap.heatmap(snap, Filters(window="30d"), max_columns=50)
     assert hm.z.shape[1] <= 50
     assert hm.z.shape[0] == len(views.unit_ids(snap, Filters(window="30d")))
     assert np.nanmax(hm.z) <= 100.0 and np.nanmin(hm.z) >= 0.0
     assert hm.column_s % 3600 == 0
+
+
+def test_above_the_unit_rows_the_fleet_heatmap_has_a_row_per_node(
+    snap: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views_heatmap, "MAX_UNIT_ROWS", 10)
+    f = Filters(window="3d")
+    hm = views_heatmap.heatmap(snap, f, max_columns=7)  # a memo key of its own
+    units = snap.units[snap.units["gpu_id"].isin(views.unit_ids(snap, f))]
+    counts = units.groupby(["cluster", "node"]).size()
+    assert hm.by_node and len(units) > 10
+    assert hm.units[["cluster", "node"]].values.tolist() == [list(k) for k in counts.index]
+    assert hm.units["gpu_units"].tolist() == counts.tolist()
+    # Each cell: the node's units' utilization weighted by their data hours, in the column.
+    start = max(views.window_bounds(snap, f)[0], snap.span_start_ts)
+    rows = views.hourly_rows(snap, f)
+    rows = rows[rows["gpu_id"].isin(units["gpu_id"])]
+    cells = (
+        pd.DataFrame(
+            {
+                "cluster": rows["cluster"].astype(str),
+                "node": rows["node"].astype(str),
+                "col": (rows["ts"] - start) // hm.column_s,
+                "data": rows[c.DATA_HOURS],
+                "used": rows[c.DATA_HOURS] * rows[c.UTIL],
+            }
+        )
+        .groupby(["cluster", "node", "col"])
+        .sum()
+    )
+    assert len(cells) > 3 * len(counts)
+    row = {key: i for i, key in enumerate(counts.index)}
+    for (cluster, node, col), cell in cells.iterrows():
+        expected = 100.0 * cell["used"] / cell["data"] if cell["data"] > 0 else np.nan
+        np.testing.assert_allclose(hm.z[row[(cluster, node)], int(col)], expected, rtol=1e-9)
+    per_unit = views_heatmap.heatmap(snap, f, node=tuple(counts.index[0]), max_columns=7)
+    assert not per_unit.by_node  # a node's page keeps a row per unit
 
 
 def test_filters_round_trip_through_the_query() -> None:

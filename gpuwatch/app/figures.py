@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.app.figures_held import held_overlay, held_segments, legend_square
-from gpuwatch.app.views_gpu import Heatmap
+from gpuwatch.app.figures_held import held_overlay, held_segments
 from gpuwatch.domain.durations import HOUR_S
 
 Figure = dict[str, Any]
@@ -175,101 +174,8 @@ def bar_figure(
     return {"data": [bar], "layout": layout}
 
 
-def heatmap_row_label(node: str, unit: str, gpu_id: int) -> str:
-    """A heatmap row: node, unit and the unit's id after ``#`` (read back on a click)."""
-    return f"{node} · {unit} #{gpu_id}"
-
-
-def gpu_id_of(label: object) -> int | None:
-    """The unit id at the end of a heatmap row label, ``None`` if there is none."""
-    _, _, tail = str(label).rpartition("#")
-    return int(tail) if tail.isdigit() else None
-
-
-#: A heatmap cell no pod held for at least half its data hours: unallocated, in this colour.
+#: A heatmap cell or cost bar of GPUs no pod held: this colour.
 UNALLOCATED_COLOR = "#fb7185"
-NO_DATA_COLOR = "#cbd5e1"
-UNALLOCATED_BELOW_RATIO = 0.5
-#: Up to this many rows, every row of the heatmap is labelled; above, each node's first.
-LABEL_EVERY_ROW = 80
-
-
-def _row_ticks(nodes: np.ndarray, units: list[str], labels: list[str]) -> dict[str, Any]:
-    """Y ticks: every row (``node · unit`` on a node's first row, ``unit`` after) up to
-    :data:`LABEL_EVERY_ROW` rows, else each node's name on its first row."""
-    first = np.r_[True, nodes[1:] != nodes[:-1]] if len(nodes) else np.array([], dtype=bool)
-    if len(labels) <= LABEL_EVERY_ROW:
-        text = [f"{n} · {u}" if f else u for n, u, f in zip(nodes, units, first, strict=True)]
-        return {"tickvals": labels, "ticktext": text}
-    rows = np.flatnonzero(first)
-    return {"tickvals": [labels[i] for i in rows], "ticktext": [str(nodes[i]) for i in rows]}
-
-
-def _cells(values: np.ndarray, keep: np.ndarray) -> list[Any]:
-    """Rounded cell values where ``keep``, ``None`` elsewhere (plotly leaves those blank)."""
-    rounded = np.round(values, 1).astype(object)
-    rounded[~keep] = None
-    out: list[Any] = rounded.tolist()
-    return out
-
-
-def heatmap_figure(hm: Heatmap) -> Figure:
-    """Utilization % per GPU unit (rows grouped by node) over time; cells no pod held for most
-    of their time in :data:`UNALLOCATED_COLOR`, cells without data grey; a click opens the
-    unit."""
-    if hm.units.empty or hm.z.size == 0:
-        return empty_figure("No GPUs in scope")
-    units = hm.units
-    nodes = units["node"].astype(str).to_numpy()
-    ids = units["gpu_id"].astype(int).tolist()
-    names = [str(u) for u in units["unit"]]
-    labels = [heatmap_row_label(n, u, i) for n, u, i in zip(nodes, names, ids, strict=True)]
-    has_data = ~np.isnan(hm.z)
-    free = has_data & (np.nan_to_num(hm.held_ratio, nan=1.0) < UNALLOCATED_BELOW_RATIO)
-    x = times(hm.x_ts)
-    when = "%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>"
-    held = {
-        "type": "heatmap",
-        "z": _cells(hm.z, has_data & ~free),
-        "x": x,
-        "y": labels,
-        "colorscale": "Viridis",
-        "zmin": 0,
-        "zmax": 100,
-        "colorbar": {"title": {"text": "util %"}, "ticksuffix": "%"},
-        "hovertemplate": when + "utilization %{z:.0f}%<extra>click: GPU history</extra>",
-    }
-    unallocated = {
-        "type": "heatmap",
-        "z": _cells(np.ones_like(hm.z), free),
-        "customdata": _cells(hm.z, free),
-        "x": x,
-        "y": labels,
-        "colorscale": [[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
-        "showscale": False,
-        "hovertemplate": when + "unallocated: no pod held it; utilization "
-        "%{customdata:.0f}%<extra>click: GPU history</extra>",
-    }
-    legend = [
-        legend_square("unallocated (no pod held it)", UNALLOCATED_COLOR),
-        legend_square("no data", NO_DATA_COLOR),
-    ]
-    hours = hm.column_s // HOUR_S
-    height = int(min(max(320, 12 * len(labels) + 140), 2400))
-    title = f"Utilization per GPU unit while held ({hours} h per column)"
-    layout = _layout(title, "", height=height, hovermode="closest", plot_bgcolor=NO_DATA_COLOR)
-    layout["legend"] = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom"}
-    layout["yaxis"] = {
-        **_AXIS,
-        "type": "category",
-        "title": {"text": "GPU units, grouped by node"},
-        **_row_ticks(nodes, names, labels),
-        "autorange": "reversed",
-        "showgrid": False,
-        "tickfont": {"size": 10},
-    }
-    layout["xaxis"]["showgrid"] = False
-    return {"data": [held, unallocated, *legend], "layout": layout}
 
 
 def with_gaps(ts: Any, values: Any, step_s: Any) -> tuple[list[str], list[Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,13 +26,8 @@ from gpuwatch.app.views import (
     window_recommendations,
 )
 from gpuwatch.app.window_hourly import window_gaps
-from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_pod_detail
-
-MAX_COLUMNS = 300
-#: At most this many heatmap cells (units × columns): a big fleet gets wider columns.
-MAX_CELLS = 250_000
 
 
 def unit_label(uuid: object, mig_profile: object, slot: object, replicas: object) -> str:
@@ -46,7 +40,8 @@ def unit_label(uuid: object, mig_profile: object, slot: object, replicas: object
     return text
 
 
-def _scoped_units(snap: Snapshot, f: Filters, node: tuple[str, str] | None) -> pd.DataFrame:
+def scoped_units(snap: Snapshot, f: Filters, node: tuple[str, str] | None) -> pd.DataFrame:
+    """The GPU units in the filters' scope (of one node), in node order, labelled (``unit``)."""
     units = snap.units[snap.units["gpu_id"].isin(unit_ids(snap, f))]
     if node is not None:
         units = units[units["cluster"].eq(node[0]) & units["node"].eq(node[1])]
@@ -61,73 +56,13 @@ def _scoped_units(snap: Snapshot, f: Filters, node: tuple[str, str] | None) -> p
     return units.assign(unit=labels)
 
 
-def _row_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Position of each of ``values`` in ``ids`` (unique), -1 where absent."""
-    if len(ids) == 0 or len(values) == 0:
-        return np.full(len(values), -1, dtype="int64")
-    top = int(max(ids.max(), values.max())) + 1
-    lookup = np.full(top, -1, dtype="int64")
-    lookup[ids] = np.arange(len(ids))
-    found: np.ndarray = lookup[np.asarray(values, dtype="int64")]
-    return found
-
-
-@dataclass(frozen=True)
-class Heatmap:
-    """Utilization % per GPU unit (rows) and time column; NaN where there is no data.
-
-    ``held_ratio``: the share of each cell's data hours a pod held the unit (NaN: no data).
-    """
-
-    z: np.ndarray
-    x_ts: np.ndarray
-    units: pd.DataFrame
-    column_s: int
-    held_ratio: np.ndarray
-
-
-def heatmap(
-    snap: Snapshot, f: Filters, node: tuple[str, str] | None = None, max_columns: int = MAX_COLUMNS
-) -> Heatmap:
-    """GPU × time utilization, downsampled to at most ``max_columns`` columns of whole hours
-    (fewer where the units in scope would make more than :data:`MAX_CELLS` cells)."""
-
-    def compute() -> Heatmap:
-        units = _scoped_units(snap, f, node)
-        start, end = window_bounds(snap, f)
-        start = max(start, snap.span_start_ts)
-        hours = max((end - start) // HOUR_S, 1)
-        columns = max(1, min(max_columns, MAX_CELLS // max(len(units), 1)))
-        column_s = math.ceil(hours / columns) * HOUR_S
-        n_cols = math.ceil((end - start) / column_s)
-        rows = hourly_rows(snap, f)
-        r_idx = _row_index(units["gpu_id"].to_numpy(dtype="int64"), rows["gpu_id"].to_numpy())
-        keep = r_idx >= 0
-        col = ((rows["ts"].to_numpy()[keep] - start) // column_s).astype("int64")
-        cell = r_idx[keep] * n_cols + col
-        size = len(units) * n_cols
-        data_h = rows[c.DATA_HOURS].to_numpy(dtype="float64")[keep]
-        util = np.bincount(cell, data_h * rows[c.UTIL].to_numpy(dtype="float64")[keep], size)
-        data = np.bincount(cell, data_h, size)
-        held_h = data_h * rows[c.ALLOCATED].to_numpy(dtype=bool)[keep]
-        held = np.bincount(cell, held_h, size)
-        per_data = np.where(data > 0, data, 1.0)
-        z = np.where(data > 0, 100.0 * util / per_data, np.nan)
-        held_ratio = np.where(data > 0, held / per_data, np.nan)
-        x_ts = start + np.arange(n_cols, dtype="int64") * column_s
-        shape = (len(units), n_cols)
-        return Heatmap(z.reshape(shape), x_ts, units, column_s, held_ratio.reshape(shape))
-
-    return snap.memo(("heatmap", f, node, max_columns), compute)
-
-
 def gpu_table(
     snap: Snapshot, f: Filters, temperature_c: float, node: tuple[str, str] | None = None
 ) -> pd.DataFrame:
     """Per GPU unit in scope: utilization, allocation, health and coverage over the window."""
 
     def compute() -> pd.DataFrame:
-        units = _scoped_units(snap, f, node)
+        units = scoped_units(snap, f, node)
         rows = gpu_rows(snap, f)
         g = rows.groupby("gpu_id")
         stats = g[["samples", c.DATA_HOURS, "util_hours", "xid_hours"]].sum()
@@ -243,7 +178,7 @@ def workload_series(snap: Snapshot, f: Filters, key: HeldBy) -> pd.DataFrame:
     alloc = out[c.ALLOCATED_GPU_HOURS]
     out["util_pct"] = (100.0 * out[c.USED_GPU_HOURS] / alloc).where(alloc > 0)
     out = out.reset_index()
-    labels = _scoped_units(snap, Filters(window=f.window), None).set_index("gpu_id")
+    labels = scoped_units(snap, Filters(window=f.window), None).set_index("gpu_id")
     out["unit"] = out["gpu_id"].map(labels["node"].astype(str) + " · " + labels["unit"])
     return out
 
@@ -298,7 +233,7 @@ def workload_gpus(snap: Snapshot, f: Filters, key: HeldBy) -> pd.DataFrame:
     out = out.reset_index()
     alloc = out[c.ALLOCATED_GPU_HOURS]
     out["util_pct"] = (100.0 * out[c.USED_GPU_HOURS] / alloc).where(alloc > 0)
-    units = _scoped_units(snap, Filters(window=f.window), None)
+    units = scoped_units(snap, Filters(window=f.window), None)
     out = out.merge(units, on="gpu_id", how="left")
     return out.sort_values(["node", "unit"], kind="stable").reset_index(drop=True)
 

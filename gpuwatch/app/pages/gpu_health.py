@@ -20,8 +20,8 @@ from gpuwatch.app import grid
 from gpuwatch.app.components import card, html_table, no_data, no_match, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.figures import heatmap_row_label
 from gpuwatch.app.figures_health import health_timeline_figure
+from gpuwatch.app.figures_heatmap import heatmap_row_label
 from gpuwatch.app.health_text import STATE_WORDS, gpu_text, missing_readings, reasons_text
 from gpuwatch.app.links import PATH as PATH_GPU
 from gpuwatch.app.pages.gpus import node_href, open_clicked

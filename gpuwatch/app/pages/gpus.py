@@ -15,12 +15,13 @@ from gpuwatch.app import grid
 from gpuwatch.app.components import no_data, no_match, records_of, section, shell
 from gpuwatch.app.context import page_context
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
-from gpuwatch.app.figures import gpu_id_of, heatmap_figure
+from gpuwatch.app.figures_heatmap import gpu_id_of, heatmap_figure, node_of
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.server import data_source
 from gpuwatch.app.urls import URL_ID
 from gpuwatch.app.views import options
-from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
+from gpuwatch.app.views_gpu import gpu_table, node_table
+from gpuwatch.app.views_heatmap import MAX_UNIT_ROWS, Heatmap, heatmap
 
 PAGE, PATH, TITLE = "gpus", "/gpus", "GPUs & nodes"
 
@@ -60,15 +61,19 @@ def health_alerts(temperature_c: float, memory_full_pct: float) -> dict[str, dic
 
 
 def open_clicked(click: dict[str, Any] | None, search: str | None) -> Any:
-    """A click on the heatmap: the clicked GPU's page (filters kept)."""
+    """A click on the heatmap: the clicked GPU's page, or the clicked node's (window kept)."""
     try:
-        gpu_id = gpu_id_of(click["points"][0]["y"])  # type: ignore[index]
+        label = click["points"][0]["y"]  # type: ignore[index]
     except (TypeError, KeyError, IndexError):
         return dash.no_update
-    if gpu_id is None:
-        return dash.no_update
     query = {k: v for k, v in _parse(search).items() if k in ("window",)}
-    return gpu_href(Filters.from_query(query), data_source().data.current(), gpu_id)
+    f = Filters.from_query(query)
+    gpu_id, node = gpu_id_of(label), node_of(label)
+    if gpu_id is not None:
+        return gpu_href(f, data_source().data.current(), gpu_id)
+    if node is not None:
+        return node_href(f, *node)
+    return dash.no_update
 
 
 def _parse(search: str | None) -> dict[str, str]:
@@ -123,8 +128,18 @@ def nodes_section(snap: Snapshot, f: Filters) -> Any:
     )
 
 
+def heatmap_note(hm: Heatmap) -> str:
+    if hm.by_node:
+        return (
+            f"A row per node: more than {MAX_UNIT_ROWS} GPU units are in scope. Downsampled to "
+            "whole hours per column; click a row for that node's GPUs."
+        )
+    return "Downsampled to whole hours per column; click a cell for that GPU's history."
+
+
 def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
-    figure = heatmap_figure(heatmap(snap, f))
+    hm = heatmap(snap, f)
+    figure = heatmap_figure(hm)
     health = gpu_table(snap, f, temperature_c)
     table = grid.grid(
         "gpus-health",
@@ -137,7 +152,7 @@ def body(snap: Snapshot, f: Filters, temperature_c: float) -> list[Any]:
         section(
             "Utilization heatmap",
             dcc.Graph(id="gpus-heatmap", figure=figure),
-            note="Downsampled to whole hours per column; click a cell for that GPU's history.",
+            note=heatmap_note(hm),
         ),
         section(
             "GPU health",

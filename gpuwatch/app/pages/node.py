@@ -16,11 +16,12 @@ from gpuwatch.app import grid
 from gpuwatch.app.components import breadcrumbs, card, empty_state, records_of, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import Filters, Snapshot
-from gpuwatch.app.figures import heatmap_figure
+from gpuwatch.app.figures_heatmap import heatmap_figure
 from gpuwatch.app.links import gpu_href, workload_href
 from gpuwatch.app.pages.gpus import HEALTH_COLUMNS, health_alerts
 from gpuwatch.app.views import window_bounds
-from gpuwatch.app.views_gpu import gpu_table, heatmap, node_table
+from gpuwatch.app.views_gpu import gpu_table, node_table
+from gpuwatch.app.views_heatmap import heatmap
 from gpuwatch.app.views_pod import pod_href
 
 PAGE, PATH, TITLE = "node", "/node", "Node"
