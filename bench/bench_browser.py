@@ -111,7 +111,11 @@ def _open(driver: Any, url: str, page: str, timeout_s: float) -> float:
 def _warm(driver: Any, base: str, workers: int, timeout_s: float) -> list[float]:
     """Open the Overview ``3 × workers`` times, so that every worker has built its page data
     (requests spread over the workers), and return those load times."""
-    return [_open(driver, base + "/", "overview", timeout_s) for _ in range(3 * workers)]
+    loads = []
+    for n in range(3 * workers):
+        loads.append(_open(driver, base + "/", "overview", timeout_s))
+        print(f"  warm-up load {n + 1}/{3 * workers}: {loads[-1]:.1f} s", flush=True)
+    return loads
 
 
 def _line(name: str, values: list[float]) -> str:
