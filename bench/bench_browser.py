@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +60,14 @@ def _children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(p) for p in (task / "children").read_text().split()]
     return sorted(found)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
 
 
 def _rss_mib(pid: int) -> float:
@@ -142,7 +152,9 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigure
         def started() -> bool:
             if process.poll() is not None:
                 sys.exit(f"gpuwatch serve exited: {log.read_text(errors='replace')}")
-            return len(_children(pid)) == workers
+            if workers > 1:
+                return len(_children(pid)) == workers
+            return _answers(f"{base}/healthz")  # one process (waitress): no children
 
         wait_until(started, "the workers", timeout_s)
         driver = _browser()
@@ -164,7 +176,7 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigure
                 print(_line(f"{page}: filter change", values), flush=True)
         finally:
             driver.quit()
-        figures.worker_rss_mib = [_rss_mib(child) for child in _children(pid)]
+        figures.worker_rss_mib = [_rss_mib(child) for child in _children(pid) or [pid]]
         rss = figures.worker_rss_mib
         print(f"\nworker RSS MiB: {', '.join(f'{r:.0f}' for r in rss)} (max {max(rss):.0f})")
     return figures
