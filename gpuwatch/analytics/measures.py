@@ -152,17 +152,6 @@ def detail_from_store(
     return pod_detail, load_detail
 
 
-def _concat_hist(parts: list[tuple[Histograms, int]]) -> Histograms:
-    """Histograms of consecutive row blocks, each block's rows offset by the rows before it."""
-    offset, rows, bins, counts = 0, [], [], []
-    for hist, n_rows in parts:
-        rows.append(hist.rows + offset)
-        bins.append(hist.bins)
-        counts.append(hist.counts)
-        offset += n_rows
-    return Histograms(np.concatenate(rows), np.concatenate(bins), np.concatenate(counts))
-
-
 def merge_pods(a: PodDetail, b: PodDetail) -> PodDetail:
     """Rows of ``a`` then ``b`` (pod keys of ``b`` shifted clear of ``a``'s)."""
     na, nb = len(a.wid), len(b.wid)
@@ -173,9 +162,9 @@ def merge_pods(a: PodDetail, b: PodDetail) -> PodDetail:
         np.concatenate([a.wid, b.wid]), np.concatenate([a.pod, b.pod + shift]),
         np.concatenate([a.data_s, b.data_s]), np.concatenate([a.held_max, b.held_max]),
         np.concatenate([a.requested, b.requested]),
-        _concat_hist([(a.busy, na), (b.busy, nb)]),
-        _concat_hist([(a.util, na), (b.util, nb)]),
-        _concat_hist([(a.fb_used, na), (b.fb_used, nb)]),
+        Histograms.concat([(a.busy, na), (b.busy, nb)]),
+        Histograms.concat([(a.util, na), (b.util, nb)]),
+        Histograms.concat([(a.fb_used, na), (b.fb_used, nb)]),
     )  # fmt: skip
 
 
@@ -188,8 +177,8 @@ def merge_loads(a: LoadDetail, b: LoadDetail) -> LoadDetail:
         np.concatenate([a.hour_ts, b.hour_ts]),
         np.concatenate([a.data_s, b.data_s]),
         np.concatenate([a.util_sum_bin_s, b.util_sum_bin_s]),
-        _concat_hist([(a.held, na), (b.held, nb)]),
-        _concat_hist([(a.util_sum, na), (b.util_sum, nb)]),
+        Histograms.concat([(a.held, na), (b.held, nb)]),
+        Histograms.concat([(a.util_sum, na), (b.util_sum, nb)]),
     )
 
 

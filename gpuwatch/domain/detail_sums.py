@@ -37,35 +37,30 @@ _PARTS = ("rows", "bins", "counts")
 MERGE_BLOCK_ENTRIES = 1 << 20
 
 
-def _offset(hists: list[tuple[Histograms, int]]) -> Histograms:
-    """Histograms of consecutive row blocks, each block's rows shifted past the rows before."""
-    shift, parts = 0, []
-    for hist, n in hists:
-        parts.append((hist.rows + shift, hist.bins, hist.counts))
-        shift += n
-    return _block_sum(parts) if parts else Histograms(*(np.zeros(0, np.int64),) * 3)
-
-
-def _group_rows(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
+def _group_rows(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, int]:
     """A dense group id per row of ``frame`` by ``keys`` (missing values a group of their own),
-    groups in key order."""
+    groups in key order, and the number of groups."""
     if frame.empty:
-        return np.zeros(0, np.int64)
-    return frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy(np.int64)
+        return np.zeros(0, np.int64), 0
+    group = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy(np.int64)
+    return group, int(group.max()) + 1
 
 
-def _summed_pods(pods: pd.DataFrame, group: np.ndarray) -> pd.DataFrame:
-    """One row per group of ``pods`` (groups ``0..n-1``), columns as ``pods``'s."""
-    n = int(group.max()) + 1 if len(group) else 0
-    at = np.arange(len(group), dtype=np.int64)
+def _first_rows(group: np.ndarray, n: int) -> np.ndarray:
+    """The first row of each group ``0..n-1``."""
     first = np.full(n, len(group), np.int64)
-    np.minimum.at(first, group, at)
+    np.minimum.at(first, group, np.arange(len(group), dtype=np.int64))
+    return first
+
+
+def _summed_pods(pods: pd.DataFrame, group: np.ndarray, n: int) -> pd.DataFrame:
+    """One row per group of ``pods`` (groups ``0..n-1``), columns as ``pods``'s."""
     hour = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(hour, group, pods["hour_ts"].to_numpy(np.int64))
     held = np.zeros(n, np.int64)
     np.maximum.at(held, group, pods["held_max"].to_numpy(np.int64))
     data_s = np.bincount(group, pods["data_s"].to_numpy(np.float64), n).astype(np.int64)
-    out = pods.iloc[first].reset_index(drop=True)
+    out = pods.iloc[_first_rows(group, n)].reset_index(drop=True)
     return out.assign(hour_ts=hour, data_s=data_s, held_max=held)[list(pods.columns)]
 
 
@@ -93,15 +88,13 @@ def _merged(hists: list[tuple[Histograms, np.ndarray]], n_groups: int) -> Histog
     return Histograms(*(np.concatenate([getattr(b, name) for b in blocks]) for name in _PARTS))
 
 
-def _summed_workloads(detail: StoredDetail) -> dict[str, Histograms]:
-    loads = detail.workloads
-    group = _group_rows(loads, _WORKLOAD_KEYS)
-    first_row = np.full(int(group.max()) + 1 if len(group) else 0, len(loads), np.int64)
-    np.minimum.at(first_row, group, np.arange(len(loads), dtype=np.int64))
+def _summed_workloads(loads: pd.DataFrame, hists: dict[str, Histograms]) -> dict[str, Histograms]:
+    """Each workload's histograms of ``loads``'s rows summed onto its first row."""
+    group, n = _group_rows(loads, _WORKLOAD_KEYS)
+    first = _first_rows(group, n)[group]
     return {
-        name: Histograms(*sketch.histogram(first_row[group][h.rows], h.bins, h.counts))
-        for name in _WORKLOAD_HISTOGRAMS
-        for h in [getattr(detail, name)]
+        name: Histograms(*sketch.histogram(first[h.rows], h.bins, h.counts))
+        for name, h in hists.items()
     }
 
 
@@ -113,26 +106,21 @@ def summed_detail(detail: StoredDetail) -> StoredDetail:
 def summed_parts(parts: Sequence[StoredDetail]) -> StoredDetail:
     """The detail of consecutive windows ``parts`` as one, summed per pod and per workload."""
     pods = pd.concat([p.pods for p in parts], ignore_index=True)
-    group = _group_rows(pods, _POD_KEYS)
-    n = int(group.max()) + 1 if len(group) else 0
+    group, n = _group_rows(pods, _POD_KEYS)
     bounds = np.cumsum([0, *(len(p.pods) for p in parts)])
     groups = [group[a:b] for a, b in itertools.pairwise(bounds)]
     pod_hists = {
         name: _merged([(getattr(p, name), g) for p, g in zip(parts, groups, strict=True)], n)
         for name in _POD_HISTOGRAMS
     }
-    loads = StoredDetail(
-        pods=pods,
-        workloads=pd.concat([p.workloads for p in parts], ignore_index=True),
-        **pod_hists,
-        **{
-            name: _offset([(getattr(p, name), len(p.workloads)) for p in parts])
-            for name in _WORKLOAD_HISTOGRAMS
-        },
-    )
+    loads = pd.concat([p.workloads for p in parts], ignore_index=True)
+    load_hists = {
+        name: Histograms.concat([(getattr(p, name), len(p.workloads)) for p in parts])
+        for name in _WORKLOAD_HISTOGRAMS
+    }
     return StoredDetail(
-        pods=_summed_pods(pods, group) if n else pods,
-        workloads=loads.workloads,
+        pods=_summed_pods(pods, group, n) if n else pods,
+        workloads=loads,
         **pod_hists,
-        **_summed_workloads(loads),
+        **_summed_workloads(loads, load_hists),
     )

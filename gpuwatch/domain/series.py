@@ -41,6 +41,19 @@ class Histograms:
         mask = keep_rows[self.rows]
         return Histograms(renumber[self.rows[mask]], self.bins[mask], self.counts[mask])
 
+    @staticmethod
+    def concat(parts: list[tuple[Histograms, int]]) -> Histograms:
+        """Histograms of consecutive row blocks ``(histograms, rows in the block)``, each
+        block's rows offset by the rows before it."""
+        offset, rows, bins, counts = 0, [], [], []
+        for hist, n_rows in parts:
+            rows.append(hist.rows + offset)
+            bins.append(hist.bins)
+            counts.append(hist.counts)
+            offset += n_rows
+        empty = np.zeros(0, np.int64)
+        return Histograms(*(np.concatenate([empty, *part]) for part in (rows, bins, counts)))
+
 
 @dataclass(frozen=True)
 class PodHours:
