@@ -185,9 +185,10 @@ def emit(payload: dict[str, Any]) -> None:
 # --- Prometheus ---------------------------------------------------------------------------
 
 
-def _ready(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether ``url`` answers 200 within 2 s."""
     try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return False
@@ -215,7 +216,8 @@ def prometheus(tsdb: Path, extra: Sequence[str] = ()) -> Iterator[str]:
         stderr=log,
     )
     try:
-        wait_until(lambda: _ready(url) or proc.poll() is not None, "Prometheus ready", 300)
+        ready = f"{url}/-/ready"
+        wait_until(lambda: answers(ready) or proc.poll() is not None, "Prometheus ready", 300)
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited; see {tsdb.parent / 'prometheus.log'}")
         yield url

@@ -24,15 +24,13 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _support import ROOT, binary, free_port, machine_line, wait_until
+from _support import ROOT, answers, binary, free_port, machine_line, wait_until
 
 PAGES = (
     ("/", "overview"),
@@ -60,14 +58,6 @@ def _children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(p) for p in (task / "children").read_text().split()]
     return sorted(found)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
 
 
 def _rss_mib(pid: int) -> float:
@@ -154,7 +144,7 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigure
                 sys.exit(f"gpuwatch serve exited: {log.read_text(errors='replace')}")
             if workers > 1:
                 return len(_children(pid)) == workers
-            return _answers(f"{base}/healthz")  # one process (waitress): no children
+            return answers(f"{base}/healthz")  # one process (waitress): no children
 
         wait_until(started, "the workers", timeout_s)
         driver = _browser()

@@ -137,7 +137,6 @@ def _node_heatmap(nodes: int) -> Heatmap:
             "node": [f"n{i}" for i in range(nodes)],
             "gpu_id": -1,
             "gpu_units": [8] * nodes,
-            "unit": ["8 GPU units"] * nodes,
         }
     )
     z = np.full((nodes, 3), 50.0)

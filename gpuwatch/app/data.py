@@ -126,14 +126,17 @@ class DashboardData:
     def _serve(self, snapshot: Snapshot) -> Snapshot:
         """Serve ``snapshot`` from now on, with the asks the current one saw (those made while
         ``snapshot`` warmed up included)."""
-        previous = self._snapshot
-        if previous is not None:
-            snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
-            snapshot.first = False
+        if self._snapshot is not None:
+            self._follow(self._snapshot, snapshot)
         self._snapshot = snapshot
         self._checked = time.monotonic()
         release_memory()  # the build's and the previous snapshot's frames
         return snapshot
+
+    def _follow(self, previous: Snapshot, snapshot: Snapshot) -> None:
+        """``snapshot`` follows ``previous``: it carries over the recent asks."""
+        snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
+        snapshot.first = False
 
     def _build(self) -> Snapshot:
         return self._serve(self._read())
@@ -148,8 +151,7 @@ class DashboardData:
         if previous is None:
             self.warm(self._serve(snapshot))
             return
-        snapshot.asked = previous.asked_since(self.clock() - ASKED_KEEP_S)
-        snapshot.first = False
+        self._follow(previous, snapshot)
         self.warm(snapshot)
         self._serve(snapshot)
 

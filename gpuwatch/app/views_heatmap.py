@@ -30,7 +30,7 @@ class Heatmap:
     where there is no data.
 
     ``units``: a row's facts: ``cluster``, ``node``, ``gpu_id`` and its label ``unit`` per GPU
-    unit; per node ``gpu_id`` is -1 and ``gpu_units`` counts its units in scope.
+    unit; per node ``cluster``, ``node``, ``gpu_id`` -1 and ``gpu_units``, its units in scope.
     ``held_ratio``: the share of each cell's data hours a pod held the row's GPUs (NaN: no
     data).
     """
@@ -60,7 +60,7 @@ def _node_rows(units: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
     rows = pd.DataFrame(list(uniques), columns=["cluster", "node"])
     counts = np.bincount(codes, minlength=len(rows))
-    rows = rows.assign(gpu_id=-1, gpu_units=counts, unit=[f"{n} GPU units" for n in counts])
+    rows = rows.assign(gpu_id=-1, gpu_units=counts)
     return rows, codes.astype("int64")
 
 
