@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gpuwatch.analytics.efficiency import efficiency_of_sums, key_of, workload_efficiency
@@ -16,7 +17,7 @@ from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, conform
 from gpuwatch.domain.pricing import build_price_book
 from gpuwatch.simulate.fleet import build_fleet
 from gpuwatch.simulate.generate import SimulatedData, generate
-from gpuwatch.store import repository
+from gpuwatch.store import daily, repository, rollup
 
 END_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC
 DAY_S = 86_400
@@ -166,3 +167,73 @@ def test_the_units_of_a_pod_or_with_evidence_come_with_their_siblings(engine: En
     got = repository.units_held_by(engine, START_TS, END_TS + 3600, [pod])
     assert got == sorted(_physical_units(engine, held))
     assert len(got) > len(held)  # a MIG instance brings its GPU's other instances
+
+
+FAIL_DAY = 1_794_355_200  # 2026-11-10: the fleet's one failing GPU's first event
+SUMS = [c.name for c in HEALTH_SUM_COLUMNS if c.dtype == "float64"]
+
+
+def _health_daily_days(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT DISTINCT day_ts FROM gpu_health_daily ORDER BY 1"))
+        return [int(r[0]) for r in rows]
+
+
+def _assert_same_sums(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert got[PAIR].astype("float64").equals(want[PAIR].astype("float64"))
+    np.testing.assert_allclose(got[SUMS].to_numpy(), want[SUMS].to_numpy(), rtol=1e-12)
+
+
+def test_the_loader_builds_each_finished_days_health_sums(engine: Engine) -> None:
+    days = _health_daily_days(engine)
+    assert days == list(range(END_TS - END_TS % DAY_S - 10 * DAY_S, END_TS - END_TS % DAY_S, DAY_S))
+    with engine.connect() as conn:
+        onset = conn.execute(sa.text("SELECT MIN(fail_since_ts) FROM gpu_health_daily"))
+        assert FAIL_DAY <= int(onset.scalar_one()) < FAIL_DAY + DAY_S
+
+
+def test_built_days_are_read_from_their_health_sums(engine: Engine) -> None:
+    before = _by_pair(repository.load_health_sums(engine, START_TS, END_TS + 3600))
+    with engine.begin() as conn:  # a planted sum: read from the hourly rows, it would not show
+        pair = conn.execute(
+            sa.text("SELECT gpu_id, pod_id FROM gpu_health_daily WHERE day_ts = :d LIMIT 1"),
+            {"d": FAIL_DAY + DAY_S},
+        ).one()
+        conn.execute(
+            sa.text(
+                "UPDATE gpu_health_daily SET data_s = data_s + 1000"
+                " WHERE day_ts = :d AND gpu_id = :g AND pod_id = :p"
+            ),
+            {"d": FAIL_DAY + DAY_S, "g": pair[0], "p": pair[1]},
+        )
+    after = _by_pair(repository.load_health_sums(engine, START_TS, END_TS + 3600))
+    assert (after["data_s"] - before["data_s"]).tolist().count(1000.0) == 1
+    assert after["data_s"].sum() - before["data_s"].sum() == 1000
+
+
+def test_days_not_built_are_summed_from_their_hourly_rows(engine: Engine) -> None:
+    built = _by_pair(repository.load_health_sums(engine, START_TS, END_TS + 3600))
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE gpu_daily_state SET built_version = NULL"))
+    hourly = _by_pair(repository.load_health_sums(engine, START_TS, END_TS + 3600))
+    _assert_same_sums(built, hourly)
+    assert built["fail_s"].gt(0).sum() >= 1  # counted across days read from their sums
+
+
+def test_a_write_drops_its_days_health_sums_until_the_next_build(engine: Engine) -> None:
+    with engine.begin() as conn:
+        rollup.roll_up(conn, FAIL_DAY + 5 * 3600, FAIL_DAY + 6 * 3600)
+    assert FAIL_DAY not in _health_daily_days(engine)
+    stored, summed = _both(engine, START_TS, END_TS + 3600)
+    _assert_same_sums(stored, summed)
+    assert daily.build_pending(engine, END_TS) == 1
+    assert FAIL_DAY in _health_daily_days(engine)
+    stored, summed = _both(engine, START_TS, END_TS + 3600)
+    _assert_same_sums(stored, summed)
+    assert stored["fail_s"].gt(0).any()
+
+
+def test_compaction_drops_the_health_sums_before_its_cut(engine: Engine) -> None:
+    with engine.begin() as conn:
+        rollup.compact(conn, END_TS, raw_keep_s=DAY_S, hourly_keep_s=END_TS - FAIL_DAY)
+    assert _health_daily_days(engine)[0] == FAIL_DAY

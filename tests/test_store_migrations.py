@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy import Engine
 
+from gpuwatch.store import daily
 from gpuwatch.store.engine import (
     SchemaOutdatedError,
     StoreError,
@@ -29,6 +30,7 @@ EXPECTED_TABLES = {
     "collection_state",
     "dra_devices",
     "gpu_daily_state",
+    "gpu_health_daily",
     "gpu_health_hourly",
     "gpu_samples",
     "gpu_samples_daily",
@@ -200,3 +202,25 @@ def test_upgrading_a_0001_store_rolls_its_samples_up(store_url: str) -> None:
     ]
     assert threshold == 5.0
     assert [tuple(r) for r in days] == [(0, 1, None)]  # day 0 is pending: collect builds it
+
+
+def test_upgrading_to_0011_has_every_built_day_built_again(store_url: str) -> None:
+    """Days built before the health sums existed have none: the next collection builds both."""
+    engine = make_engine(store_url)
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0010")
+        conn.execute(
+            sa.text(
+                "INSERT INTO gpu_daily_state (day_ts, version, built_version)"
+                " VALUES (0, 3, 3), (86400, 2, NULL)"
+            )
+        )
+    upgrade(engine)
+    with engine.connect() as conn:
+        days = conn.execute(sa.text("SELECT * FROM gpu_daily_state ORDER BY day_ts")).all()
+        pending = daily.pending_days(conn, 2 * 86400)
+    engine.dispose()
+    assert [tuple(r) for r in days] == [(0, 3, None), (86400, 2, None)]
+    assert pending == [0, 86400]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -135,6 +136,25 @@ def test_auto_reads_rollups_when_they_match_the_threshold(engine: Engine) -> Non
     inputs = load_inputs(engine, START_TS + 600, END_TS - 600, resolution="auto")
     assert inputs.resolution == "hourly"
     assert (inputs.start_ts, inputs.end_ts) == (START_TS, END_TS)  # widened to whole hours
+
+
+@pytest.mark.parametrize("resolution", ["raw", "hourly"])
+def test_the_inputs_read_the_pods_table_once(engine: Engine, resolution: str) -> None:
+    """Samples, health sums and the pods frame share one read of the pods table."""
+    statements: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        data = load_inputs(engine, START_TS, END_TS, resolution=resolution, health=True)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    pods = [s for s in statements if re.search(r"\bFROM pods\b", s)]
+    assert len(pods) == 1, pods
+    assert data.samples["namespace"].notna().any() and data.health_sums is not None
+    assert data.health_sums["namespace"].notna().any()
 
 
 def test_auto_falls_back_to_raw_samples_at_another_threshold(

@@ -64,11 +64,13 @@ def load_health(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
     return repository.load_health_hourly(engine, first, last, units)
 
 
-def load_health_sums(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+def load_health_sums(
+    engine: Engine, start_ts: int, end_ts: int, pods: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The health roll-up of the hours that overlap ``[start_ts, end_ts)``, summed per (unit,
-    pod) in the store."""
+    pod) in the store (``pods``: the pods' frame, if read)."""
     first, last = hour_window(start_ts, end_ts)
-    return repository.load_health_sums(engine, first, last)
+    return repository.load_health_sums(engine, first, last, pods)
 
 
 def policy_from(settings: Settings) -> AnalyticsPolicy:
@@ -138,26 +140,28 @@ def load_inputs(
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
     if chosen == "hourly":
         start_ts, end_ts = hour_window(start_ts, end_ts)
+    pods = repository.load_pods(engine)  # first: the other reads join its facts
     reads: dict[str, Callable[[], Any]] = {
-        "pods": lambda: repository.load_pods(engine),
         "gpus": lambda: repository.load_gpus(engine),
         "nodes": lambda: repository.load_nodes(engine),
     }
     if chosen == "hourly":
         reads["samples"] = lambda: repository.load_hourly_samples(
-            engine, start_ts, end_ts, health=False
+            engine, start_ts, end_ts, health=False, pods=pods
         )
         reads["detail"] = lambda: repository_detail.load_window_detail(engine, start_ts, end_ts)
     else:
-        reads["samples"] = lambda: repository.load_samples(engine, start_ts, end_ts, health=False)
+        reads["samples"] = lambda: repository.load_samples(
+            engine, start_ts, end_ts, health=False, pods=pods
+        )
     if health:
-        reads["health_sums"] = lambda: load_health_sums(engine, start_ts, end_ts)
-    got = _read_together(reads)
+        reads["health_sums"] = lambda: load_health_sums(engine, start_ts, end_ts, pods)
+    got = _read_together(reads, READ_THREADS.get(engine.dialect.name, 1))
     return Inputs(
         start_ts=start_ts,
         end_ts=end_ts,
         samples=got["samples"],
-        pods=got["pods"],
+        pods=pods,
         gpus=got["gpus"],
         nodes=got["nodes"],
         resolution=chosen,
@@ -166,13 +170,19 @@ def load_inputs(
     )
 
 
-#: Reads of :func:`load_inputs` run at once, each on its own connection: the database (or the
-#: driver, outside Python's lock) works on one while Python turns another's rows into arrays.
-READ_THREADS = 3
+#: Reads of :func:`load_inputs` run at once, per database dialect, each on its own connection.
+#: PostgreSQL works on one read in its own process while Python turns another's rows into
+#: arrays (a 2,000-GPU week: 3.5 s instead of 4.0-4.9 s). SQLite works inside this process, and
+#: its reads on threads took 2.5 times the CPU time of the same reads one after another (8.4 s
+#: instead of 4.5 s on 2 cores), so they run in turn (docs/performance.md).
+READ_THREADS: dict[str, int] = {"postgresql": 3}
 
 
-def _read_together(reads: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each read's result by name; the first failure is raised."""
-    with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="read") as pool:
+def _read_together(reads: dict[str, Callable[[], Any]], threads: int) -> dict[str, Any]:
+    """Each read's result by name, on ``threads`` threads (1: in turn, on this one); the first
+    failure is raised."""
+    if threads <= 1:
+        return {name: read() for name, read in reads.items()}
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="read") as pool:
         futures = {name: pool.submit(read) for name, read in reads.items()}
         return {name: future.result() for name, future in futures.items()}

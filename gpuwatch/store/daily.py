@@ -18,8 +18,9 @@ The sums are the same SQL on SQLite and PostgreSQL, and equal the hourly rows' s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,10 @@ from sqlalchemy import Connection, Engine, delete, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from gpuwatch.domain.durations import DAY_S, HOUR_S
+from gpuwatch.store import daily_health
+from gpuwatch.store.daily_health import Spans
 from gpuwatch.store.models import UTIL_SIGNAL_DEV, UTIL_SIGNAL_PROF
-from gpuwatch.store.models_daily import GpuDailyState, GpuSampleDaily
+from gpuwatch.store.models_daily import GpuDailyState, GpuHealthDaily, GpuSampleDaily
 from gpuwatch.store.writer import table_of
 
 #: Columns of :func:`read_sums`, in order.
@@ -85,6 +88,10 @@ ON CONFLICT (day_ts) DO NOTHING
 """
 
 
+#: The tables of daily sums, built, dropped and read together under ``gpu_daily_state``.
+_SUMS = (GpuSampleDaily, GpuHealthDaily)
+
+
 def day_floor(ts: int) -> int:
     return int(ts) - int(ts) % DAY_S
 
@@ -97,7 +104,8 @@ def invalidate(conn: Connection, hours: Iterable[int]) -> None:
     if not days:
         return
     conn.execute(text(_BUMP), [{"day_ts": day} for day in days])
-    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts.in_(days)))
+    for table in _SUMS:
+        conn.execute(delete(table).where(table.day_ts.in_(days)))
 
 
 def invalidate_range(conn: Connection, start_ts: int, end_ts: int) -> None:
@@ -109,7 +117,8 @@ def invalidate_range(conn: Connection, start_ts: int, end_ts: int) -> None:
 def drop_before(conn: Connection, cut_ts: int) -> None:
     """Hourly rows before ``cut_ts`` are deleted: days wholly before it go, its own is written."""
     first_kept = day_floor(cut_ts)
-    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts < first_kept))
+    for table in _SUMS:
+        conn.execute(delete(table).where(table.day_ts < first_kept))
     conn.execute(delete(GpuDailyState).where(GpuDailyState.day_ts < first_kept))
     if cut_ts % DAY_S:
         invalidate(conn, [cut_ts])
@@ -127,8 +136,11 @@ def build_day_in(conn: Connection, day_ts: int) -> bool:
     row = conn.execute(
         select(state.c.version).where(state.c.day_ts == day_ts).with_for_update()
     ).one()
-    conn.execute(delete(GpuSampleDaily).where(GpuSampleDaily.day_ts == day_ts))
-    conn.execute(text(_BUILD), {"start_ts": day_ts, "end_ts": day_ts + DAY_S})
+    for table in _SUMS:
+        conn.execute(delete(table).where(table.day_ts == day_ts))
+    bounds = {"start_ts": day_ts, "end_ts": day_ts + DAY_S}
+    conn.execute(text(_BUILD), bounds)
+    conn.execute(text(daily_health.BUILD), {"day_ts": day_ts, **bounds})
     done = conn.execute(
         update(state)
         .where(state.c.day_ts == day_ts, state.c.version == row[0])
@@ -200,6 +212,22 @@ def whole_days(start_ts: int, end_ts: int) -> list[int]:
     return list(range(first, int(end_ts) - DAY_S + 1, DAY_S))
 
 
+T = TypeVar("T")
+#: A read of a window inside one connection: (connection, spans of whole days with current
+#: sums, spans of the remaining hours) → its result.
+DaysReader = Callable[[Connection, Spans, Spans], T]
+
+
+@dataclass(frozen=True)
+class DaysRead(Generic[T]):
+    """What :func:`read_days` read: the reader's result, how many days came from daily sums,
+    and how many times it was read."""
+
+    value: T
+    daily_days: int
+    tries: int
+
+
 @dataclass(frozen=True)
 class SumsRead:
     """What :func:`read_sums` read: the sums, and how many days came from daily sums."""
@@ -217,21 +245,31 @@ def _frame(rows: list[tuple[object, ...]]) -> pd.DataFrame:
     return frame.astype({name: "int64" for name in SUM_COLUMNS if name not in floats})
 
 
-def _read_once(
-    engine: Engine, start_ts: int, end_ts: int, days: list[int]
-) -> tuple[pd.DataFrame, bool, int]:
-    """The sums, whether a writer changed a day of the window meanwhile, and the days read
-    from daily sums."""
-    with engine.connect() as conn:
-        before = _versions(conn, day_floor(start_ts), end_ts)
-        built = [d for d in days if d in before and before[d][1] == before[d][0]]
-        rows: list[tuple[object, ...]] = []
-        for lo, hi in _runs(built):
-            rows += conn.execute(text(_DAILY), {"start_ts": lo, "end_ts": hi}).all()
-        for lo, hi in _gaps(start_ts, end_ts, built):
-            rows += conn.execute(text(_HOURLY_SUMS), {"start_ts": lo, "end_ts": hi}).all()
-        after = _versions(conn, day_floor(start_ts), end_ts)
-    return _frame(rows), before != after, len(built)
+def read_days(engine: Engine, start_ts: int, end_ts: int, read: DaysReader[T]) -> DaysRead[T]:
+    """``read(conn, days, hours)`` over ``[start_ts, end_ts)`` (from the start's hour): ``days``
+    the spans of the window's whole days whose sums are current, ``hours`` the rest. Read again
+    (up to :data:`READ_TRIES` times) if a writer changed a day of the window meanwhile."""
+    start_ts, end_ts = int(start_ts) - int(start_ts) % HOUR_S, int(end_ts)
+    days = whole_days(start_ts, end_ts)
+    tries = 0
+    while True:
+        tries += 1
+        with engine.connect() as conn:
+            before = _versions(conn, day_floor(start_ts), end_ts)
+            built = [d for d in days if d in before and before[d][1] == before[d][0]]
+            value = read(conn, _runs(built), _gaps(start_ts, end_ts, built))
+            after = _versions(conn, day_floor(start_ts), end_ts)
+        if before == after or tries >= READ_TRIES:
+            return DaysRead(value=value, daily_days=len(built), tries=tries)
+
+
+def _read_cost_sums(conn: Connection, days: Spans, hours: Spans) -> pd.DataFrame:
+    rows: list[tuple[object, ...]] = []
+    for lo, hi in days:
+        rows += conn.execute(text(_DAILY), {"start_ts": lo, "end_ts": hi}).all()
+    for lo, hi in hours:
+        rows += conn.execute(text(_HOURLY_SUMS), {"start_ts": lo, "end_ts": hi}).all()
+    return _frame(rows)
 
 
 def _runs(days: list[int]) -> list[tuple[int, int]]:
@@ -265,11 +303,5 @@ def read_sums(engine: Engine, start_ts: int, end_ts: int) -> SumsRead:
     hours (the window's ends, days still being written, days not built yet) are summed from the
     hourly rows by the same SQL.
     """
-    start_ts, end_ts = int(start_ts) - int(start_ts) % HOUR_S, int(end_ts)
-    days = whole_days(start_ts, end_ts)
-    sums, changed, used = _read_once(engine, start_ts, end_ts, days)
-    tries = 1
-    while changed and tries < READ_TRIES:
-        sums, changed, used = _read_once(engine, start_ts, end_ts, days)
-        tries += 1
-    return SumsRead(sums=sums, daily_days=used, tries=tries)
+    got = read_days(engine, start_ts, end_ts, _read_cost_sums)
+    return SumsRead(sums=got.value, daily_days=got.daily_days, tries=got.tries)

@@ -4,6 +4,10 @@
 that every cost figure is linear in (samples, seconds with data, utilized and idle seconds),
 and the unit's health peaks and signal counts, so a window of whole days is read from a few
 rows per unit instead of 24.
+``gpu_health_daily`` (0011) holds, per UTC day, GPU unit and pod, the sums of the health roll-up
+``gpu_health_hourly`` that add up over hours (the terms of
+:func:`gpuwatch.analytics.health_sums.row_terms` but ``fail_s``) and the day's first failing
+event, from which a window's ``fail_s`` follows (:mod:`gpuwatch.store.daily_health`).
 ``gpu_daily_state`` says which days those sums are current for: writers of hourly rows raise
 a day's ``version`` (:func:`gpuwatch.store.daily.invalidate`), and a day's sums are read only
 while ``built_version`` equals it (:mod:`gpuwatch.store.daily`).
@@ -56,3 +60,43 @@ class GpuDailyState(Base):
     version: Mapped[int] = mapped_column(BigInteger)
     #: The version the day's sums were built from; NULL: not built (or stale).
     built_version: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class GpuHealthDaily(Base):
+    __tablename__ = "gpu_health_daily"
+
+    day_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
+    #: The pod that held the unit, or ``NO_POD`` (as in ``gpu_health_hourly``).
+    pod_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    #: Σ data_s and Σ clock_data_s of the day's hourly rows.
+    data_s: Mapped[int] = mapped_column(BigInteger)
+    clock_data_s: Mapped[int] = mapped_column(BigInteger)
+    #: Σ data_s × the hour's throttled, busy-with-low-SM and inefficient shares.
+    throttled_data_s: Mapped[float] = mapped_column(Float)
+    low_sm_data_s: Mapped[float] = mapped_column(Float)
+    inefficient_data_s: Mapped[float] = mapped_column(Float)
+    #: Per activity reading: Σ data_s × the hour's ratio, Σ data_s, and hours, where it was read.
+    engine_weighted_s: Mapped[float] = mapped_column(Float)
+    engine_weight_s: Mapped[int] = mapped_column(BigInteger)
+    engine_hours: Mapped[int] = mapped_column(Integer)
+    sm_active_weighted_s: Mapped[float] = mapped_column(Float)
+    sm_active_weight_s: Mapped[int] = mapped_column(BigInteger)
+    sm_active_hours: Mapped[int] = mapped_column(Integer)
+    sm_occupancy_weighted_s: Mapped[float] = mapped_column(Float)
+    sm_occupancy_weight_s: Mapped[int] = mapped_column(BigInteger)
+    sm_occupancy_hours: Mapped[int] = mapped_column(Integer)
+    tensor_active_weighted_s: Mapped[float] = mapped_column(Float)
+    tensor_active_weight_s: Mapped[int] = mapped_column(BigInteger)
+    tensor_active_hours: Mapped[int] = mapped_column(Integer)
+    dram_active_weighted_s: Mapped[float] = mapped_column(Float)
+    dram_active_weight_s: Mapped[int] = mapped_column(BigInteger)
+    dram_active_hours: Mapped[int] = mapped_column(Integer)
+    #: Σ of the hourly mean bandwidths, and the hours that have one.
+    pcie_bytes_per_s_sum: Mapped[float] = mapped_column(Float)
+    pcie_bytes_per_s_hours: Mapped[int] = mapped_column(Integer)
+    nvlink_bytes_per_s_sum: Mapped[float] = mapped_column(Float)
+    nvlink_bytes_per_s_hours: Mapped[int] = mapped_column(Integer)
+    #: The day's first failing event of the row (a failing instant, or the first sample of an
+    #: hour with a DBE, a row-remap failure or a failing XID); NULL: none.
+    fail_since_ts: Mapped[int | None] = mapped_column(BigInteger)

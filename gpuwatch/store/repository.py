@@ -31,7 +31,6 @@ from gpuwatch.store.models import (
     UTIL_SIGNALS,
     Cluster,
     CollectionState,
-    DraDevice,
     Gpu,
     GpuSample,
     GpuSampleHourly,
@@ -155,10 +154,13 @@ def _raw_samples(engine: Engine, start_ts: int, end_ts: int, health: bool) -> pd
     return frame
 
 
-def _with_facts(engine: Engine, samples: pd.DataFrame) -> pd.DataFrame:
-    """Sample rows joined with their GPU unit's and pod's facts (strings read once each)."""
+def _with_facts(
+    engine: Engine, samples: pd.DataFrame, pods: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Sample rows joined with their GPU unit's and pod's facts (strings read once each);
+    ``pods``: :func:`load_pods` when the caller has read it already."""
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
-    pods = load_pods(engine)[
+    pods = (load_pods(engine) if pods is None else pods)[
         ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
          "dcgm_only", "allocation"]
     ].rename(columns={"gpu_count": "pod_gpu_count", "allocation": "pod_allocation"})  # fmt: skip
@@ -174,14 +176,20 @@ def _with_facts(engine: Engine, samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_samples(
-    engine: Engine, start_ts: int, end_ts: int, *, health: bool = True
+    engine: Engine,
+    start_ts: int,
+    end_ts: int,
+    *,
+    health: bool = True,
+    pods: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every sample with ``start_ts <= ts < end_ts``, joined with its GPU unit and pod facts.
 
     ``health=False`` leaves power, temperature and XID unread (NaN/0): costing needs none of them.
+    ``pods``: :func:`load_pods`, when the caller has read it already.
     """
     samples = _raw_samples(engine, start_ts, end_ts, health)
-    return conform(_with_facts(engine, samples), SAMPLE_COLUMNS)
+    return conform(_with_facts(engine, samples, pods), SAMPLE_COLUMNS)
 
 
 def _fetch_window(
@@ -239,9 +247,10 @@ def load_hourly_samples(
     *,
     health: bool = True,
     gpu_ids: list[int] | None = None,
+    pods: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows
-    (given ``gpu_ids``, of those GPU units only).
+    (given ``gpu_ids``, of those GPU units only; ``pods``: :func:`load_pods`, if read).
 
     One row per (hour, GPU unit, pod): ``ts`` is the hour, ``step_s`` the seconds with a
     utilization reading, ``util_ratio`` their mean, ``idle_ratio`` their idle share,
@@ -254,10 +263,12 @@ def load_hourly_samples(
     m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts, gpu_ids)
     nan = np.full(len(m), np.nan)
     cols = {name: m[:, fields.index(name)] if name in fields else nan for name in _HOURLY_SELECT}
-    return summed_samples(engine, cols)
+    return summed_samples(engine, cols, pods)
 
 
-def summed_samples(engine: Engine, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+def summed_samples(
+    engine: Engine, cols: dict[str, np.ndarray], pods: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Rows of summed samples (hourly roll-ups, or daily sums with ``hour_ts`` their day), column
     by column as :data:`_HOURLY_SELECT` names them, as sample rows with their facts."""
     data_s = cols["data_s"]
@@ -283,7 +294,7 @@ def summed_samples(engine: Engine, cols: dict[str, np.ndarray]) -> pd.DataFrame:
             "samples": cols["samples"].astype(np.int64),
         }
     )
-    return conform(_with_facts(engine, samples), HOURLY_SAMPLE_COLUMNS)
+    return conform(_with_facts(engine, samples, pods), HOURLY_SAMPLE_COLUMNS)
 
 
 def rollup_idle_util_pct(engine: Engine) -> float | None:
@@ -356,29 +367,6 @@ def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) ->
     return conform(frame.sort_values("ts", kind="stable"), SAMPLE_COLUMNS).reset_index(drop=True)
 
 
-def load_dra_devices(engine: Engine) -> pd.DataFrame:
-    """The devices ResourceClaims held at each cluster's last Kubernetes snapshot."""
-    latest = (
-        select(DraDevice.cluster_id, func.max(DraDevice.last_seen_ts).label("ts"))
-        .group_by(DraDevice.cluster_id)
-        .subquery()
-    )
-    stmt = (
-        select(Cluster.name.label("cluster"), *(DraDevice.__table__.c[n] for n in _DRA_COLUMNS))
-        .join(Cluster, Cluster.id == DraDevice.cluster_id)
-        .join(
-            latest,
-            (latest.c.cluster_id == DraDevice.cluster_id) & (latest.c.ts == DraDevice.last_seen_ts),
-        )
-        .order_by(Cluster.name, DraDevice.claim_namespace, DraDevice.claim_name, DraDevice.device)
-    )
-    return _read(engine, stmt)
-
-
-_DRA_COLUMNS = ("claim_namespace", "claim_name", "driver", "pool", "device", "node", "gpu_uuid",
-                "mig_profile", "consumers")  # fmt: skip
-
-
 def load_collection_state(engine: Engine) -> pd.DataFrame:
     """Per cluster and source: the collection watermark, its last update and its detail."""
     stmt = select(
@@ -398,3 +386,4 @@ from gpuwatch.store.repository_health import load_health_hourly as load_health_h
 from gpuwatch.store.repository_health import load_health_sums as load_health_sums  # noqa: E402, PLC0414
 from gpuwatch.store.repository_health import units_held_by as units_held_by  # noqa: E402, PLC0414
 from gpuwatch.store.repository_health import units_with_health_events as units_with_health_events  # noqa: E402, PLC0414
+from gpuwatch.store.repository_pods import load_dra_devices as load_dra_devices  # noqa: E402, PLC0414

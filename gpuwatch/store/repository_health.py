@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
-from gpuwatch.domain.frames import (
-    HEALTH_COLUMNS,
-    HEALTH_SUM_COLUMNS,
-    HEALTH_SUM_PROFILING,
-    HEALTH_SUM_READINGS,
-    HEALTH_SUM_TERMS,
-    conform,
-)
+from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, HEALTH_SUM_TERMS, conform
+from gpuwatch.store import daily, daily_health
+from gpuwatch.store.daily_health import Spans
 from gpuwatch.store.models import NO_POD
 from gpuwatch.store.models_health import GpuHealthHourly
 from gpuwatch.store.rollup_health import COLUMNS, FLOATS, MEANS, NULLABLE
@@ -67,90 +63,34 @@ def load_health_hourly(
     return conform(repository._with_facts(engine, frame), HEALTH_COLUMNS)
 
 
-def _ratio(num: str, den: str) -> str:
-    """SQL for ``num / den`` as a float where ``den`` > 0, else 0 (both dialects)."""
-    return f"CASE WHEN h.{den} > 0 THEN CAST(h.{num} AS DOUBLE PRECISION) / h.{den} ELSE 0 END"
-
-
-def _activity_sql(prefix: str, active: str, data: str, extra: str = "") -> list[str]:
-    has = f"h.{data} > 0{extra}"
-    return [
-        f"SUM(CASE WHEN {has} THEN h.data_s * CAST(h.{active} AS DOUBLE PRECISION) / h.{data} "
-        f"ELSE 0 END) AS {prefix}_weighted_s",
-        f"SUM(CASE WHEN {has} THEN h.data_s ELSE 0 END) AS {prefix}_weight_s",
-        f"SUM(CASE WHEN {has} THEN 1 ELSE 0 END) AS {prefix}_hours",
-    ]
-
-
-#: A row's failing event: a failing instant, or a DBE, row-remap failure or failing XID (then
-#: the row's first sample): :func:`gpuwatch.analytics.health_rows.failing_event_ts`.
-_FLAGGED = "h.ecc_dbe > 0 OR h.row_remap_failure > 0 OR h.fail_xid IS NOT NULL"
-_FAILING = f"h.fail_first_ts IS NOT NULL OR {_FLAGGED}"
-_EVENT_TS = f"COALESCE(h.fail_first_ts, CASE WHEN {_FLAGGED} THEN h.first_ts END)"
-
-
-def _sums_sql() -> str:
-    """The GROUP BY (gpu_id, pod_id) of :func:`gpuwatch.analytics.health_sums.row_terms`.
-
-    The rows are found by their hour (the primary key's range); ``gpu_id + 0`` keeps SQLite
-    from walking the (gpu_id, hour_ts) index over every hour instead (4x slower)."""
-    profiled = " OR ".join(f"h.{name} > 0" for name in HEALTH_SUM_PROFILING)
-    left = "(h.hour_ts + 3600 - o.since_ts)"
-    terms = [
-        "SUM(h.data_s) AS data_s",
-        "SUM(h.clock_data_s) AS clock_data_s",
-        f"SUM(h.data_s * {_ratio('throttled_s', 'clock_data_s')}) AS throttled_data_s",
-        f"SUM(h.data_s * {_ratio('busy_low_sm_s', 'util_data_s')}) AS low_sm_data_s",
-        "SUM(h.data_s * CASE WHEN h.util_data_s > 0 THEN CAST(CASE WHEN h.busy_no_tensor_s > "
-        "h.busy_low_sm_s THEN h.busy_no_tensor_s ELSE h.busy_low_sm_s END AS DOUBLE PRECISION) "
-        "/ h.util_data_s ELSE 0 END) AS inefficient_data_s",
-        f"SUM(CASE WHEN o.since_ts IS NULL OR {left} <= 0 THEN 0 WHEN {left} < h.data_s "
-        f"THEN {left} ELSE h.data_s END) AS fail_s",
-    ]
-    for prefix, (active, data) in HEALTH_SUM_READINGS.items():
-        extra = f" AND ({profiled})" if prefix == "engine" else ""
-        terms += _activity_sql(prefix, active, data, extra)
-    for name in ("pcie_bytes", "nvlink_bytes"):
-        has = f"h.{name}_n > 0"
-        terms += [
-            f"SUM(CASE WHEN {has} THEN h.{name}_sum / h.{name}_n ELSE 0 END) AS {name}_per_s_sum",
-            f"SUM(CASE WHEN {has} THEN 1 ELSE 0 END) AS {name}_per_s_hours",
-        ]
-    table = GpuHealthHourly.__tablename__
-    window = "h.hour_ts >= :start AND h.hour_ts < :end"
-    return (
-        f"SELECT h.gpu_id + 0 AS gpu_id, h.pod_id, {', '.join(terms)} FROM {table} h "  # noqa: S608
-        "JOIN gpus g ON g.id = h.gpu_id LEFT JOIN ("
-        f"SELECT g.cluster_id, g.uuid, MIN({_EVENT_TS}) AS since_ts FROM {table} h "
-        f"JOIN gpus g ON g.id = h.gpu_id WHERE {window} AND ({_FAILING}) "
-        "GROUP BY g.cluster_id, g.uuid"
-        ") o ON o.cluster_id = g.cluster_id AND o.uuid = g.uuid "
-        f"WHERE {window} GROUP BY 1, 2 ORDER BY 1, 2"
-    )
-
-
-def load_health_sums(engine: Engine, start_ts: int, end_ts: int) -> pd.DataFrame:
+def load_health_sums(
+    engine: Engine, start_ts: int, end_ts: int, pods: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The health roll-up of the hours starting in ``[start_ts, end_ts)`` summed per (GPU unit,
     pod) in the database, joined with the pair's facts: equal to
     :func:`gpuwatch.analytics.health_sums.health_sums` of :func:`load_health_hourly` over the
-    same hours (a pair's rows ordered by unit and pod). Columns: :data:`HEALTH_SUM_COLUMNS`."""
+    same hours (a pair's rows ordered by unit and pod). Columns: :data:`HEALTH_SUM_COLUMNS`.
+
+    The window's whole days whose daily sums are current are read from ``gpu_health_daily``,
+    the other hours from ``gpu_health_hourly`` (:mod:`gpuwatch.store.daily_health`).
+    ``pods``: :func:`~gpuwatch.store.repository.load_pods`, when the caller has read it."""
     from gpuwatch.store import repository  # it re-exports this module: imported when called
 
-    with engine.connect() as conn:
-        result = conn.execute(text(_sums_sql()), {"start": int(start_ts), "end": int(end_ts)})
-        names = list(result.keys())
-        rows = result.fetchall()
-    m = np.array(rows, dtype=float).reshape(-1, len(names))
-    col = {name: m[:, n] for n, name in enumerate(names)}
-    pod = pd.Series(col["pod_id"].astype(np.int64), dtype="Int64")
+    first = -(-int(start_ts) // HOUR_S) * HOUR_S  # the first hour that starts in the window
+
+    def read(conn: Connection, days: Spans, hours: Spans) -> pd.DataFrame:
+        return daily_health.read_sums(conn, first, int(end_ts), days, hours)
+
+    sums = daily.read_days(engine, first, int(end_ts), read).value
+    pod = pd.Series(sums["pod_id"].to_numpy(dtype=np.int64), dtype="Int64")
     frame = pd.DataFrame(
-        {"gpu_id": col["gpu_id"].astype(np.int64), "pod_id": pod.mask(pod.eq(NO_POD))}
+        {"gpu_id": sums["gpu_id"].to_numpy(dtype=np.int64), "pod_id": pod.mask(pod.eq(NO_POD))}
     )
     for name in HEALTH_SUM_TERMS:
-        frame[name] = col[name]
+        frame[name] = sums[name].to_numpy(dtype="float64")
     frame["util_signal"] = pd.array([pd.NA] * len(frame), dtype="Int64")
     frame["xid"] = pd.array([pd.NA] * len(frame), dtype="Int64")
-    return conform(repository._with_facts(engine, frame), HEALTH_SUM_COLUMNS)
+    return conform(repository._with_facts(engine, frame, pods), HEALTH_SUM_COLUMNS)
 
 
 def _units_of_gpus_with(engine: Engine, start_ts: int, end_ts: int, where: str) -> list[int]:

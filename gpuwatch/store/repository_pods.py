@@ -1,12 +1,13 @@
-"""Reads the pods table as the :data:`gpuwatch.domain.frames.POD_COLUMNS` frame."""
+"""Reads the pods table as the :data:`gpuwatch.domain.frames.POD_COLUMNS` frame, and the
+devices their ResourceClaims held."""
 
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from gpuwatch.domain.frames import POD_COLUMNS, conform
-from gpuwatch.store.models import Cluster, Node, Pod
+from gpuwatch.store.models import Cluster, DraDevice, Node, Pod
 
 
 def load_pods(engine: Engine) -> pd.DataFrame:
@@ -41,3 +42,28 @@ def load_pods(engine: Engine) -> pd.DataFrame:
     with engine.connect() as conn:
         frame: pd.DataFrame = pd.read_sql_query(stmt, conn)
     return conform(frame, POD_COLUMNS)
+
+
+def load_dra_devices(engine: Engine) -> pd.DataFrame:
+    """The devices ResourceClaims held at each cluster's last Kubernetes snapshot."""
+    latest = (
+        select(DraDevice.cluster_id, func.max(DraDevice.last_seen_ts).label("ts"))
+        .group_by(DraDevice.cluster_id)
+        .subquery()
+    )
+    stmt = (
+        select(Cluster.name.label("cluster"), *(DraDevice.__table__.c[n] for n in _DRA_COLUMNS))
+        .join(Cluster, Cluster.id == DraDevice.cluster_id)
+        .join(
+            latest,
+            (latest.c.cluster_id == DraDevice.cluster_id) & (latest.c.ts == DraDevice.last_seen_ts),
+        )
+        .order_by(Cluster.name, DraDevice.claim_namespace, DraDevice.claim_name, DraDevice.device)
+    )
+    with engine.connect() as conn:
+        frame: pd.DataFrame = pd.read_sql_query(stmt, conn)
+    return frame
+
+
+_DRA_COLUMNS = ("claim_namespace", "claim_name", "driver", "pool", "device", "node", "gpu_uuid",
+                "mig_profile", "consumers")  # fmt: skip
