@@ -130,9 +130,9 @@ def read_sums(
 
 
 def _frame(rows: Sequence[Sequence[object]]) -> pd.DataFrame:
-    # Plain tuples first: numpy reads a result row item by item through its key lookup.
-    values = [tuple(np.nan if v is None else v for v in r) for r in rows]
-    matrix = np.array(values, dtype="float64").reshape(-1, len(COLUMNS))
+    # Plain tuples first: numpy reads a result row item by item through its key lookup. A NULL
+    # (no failing event) becomes NaN.
+    matrix = np.array([tuple(r) for r in rows], dtype="float64").reshape(-1, len(COLUMNS))
     frame = pd.DataFrame(matrix, columns=list(COLUMNS))
     frame["fail_s"] = 0.0
     return frame
