@@ -97,9 +97,9 @@ def test_the_window_is_read_once_through_the_repository(
     calls: list[tuple[int, int]] = []
     read = repository.load_health_hourly
 
-    def recording(engine: Any, start_ts: int, end_ts: int) -> pd.DataFrame:
+    def recording(engine: Any, start_ts: int, end_ts: int, **kwargs: Any) -> pd.DataFrame:
         calls.append((start_ts, end_ts))
-        return read(engine, start_ts, end_ts)
+        return read(engine, start_ts, end_ts, **kwargs)
 
     monkeypatch.setattr(repository, "load_health_hourly", recording)
     engine = make_engine(f"sqlite:///{path}")

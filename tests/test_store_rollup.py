@@ -157,6 +157,32 @@ def test_the_inputs_read_the_pods_table_once(engine: Engine, resolution: str) ->
     assert data.health_sums["namespace"].notna().any()
 
 
+def test_a_pods_frame_without_a_pod_of_the_rows_is_read_again(engine: Engine) -> None:
+    """Given the pods a caller read earlier, rows of a pod stored since still get its facts."""
+    pods = repository.load_pods(engine)
+    want = repository.load_hourly_samples(engine, START_TS, END_TS)
+    held = want.dropna(subset=["pod_id"])
+    missing = int(held["pod_id"].iloc[0])
+    statements: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        same = repository.load_hourly_samples(engine, START_TS, END_TS, pods=pods)
+        read_before = sum(bool(re.search(r"\bFROM pods\b", s)) for s in statements)
+        older = pods[pods["pod_id"] != missing]
+        got = repository.load_hourly_samples(engine, START_TS, END_TS, pods=older)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    assert read_before == 0  # the frame given has every pod: no read
+    assert sum(bool(re.search(r"\bFROM pods\b", s)) for s in statements) == 1
+    pd.testing.assert_frame_equal(same, want)
+    pd.testing.assert_frame_equal(got, want)
+    assert want.loc[want["pod_id"] == missing, "namespace"].notna().all()
+
+
 def test_auto_falls_back_to_raw_samples_at_another_threshold(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:

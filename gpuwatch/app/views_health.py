@@ -149,7 +149,7 @@ def health_view(snap: Snapshot, f: Filters, policy: HealthPolicy) -> HealthView:
             units = np.unique(sums["gpu_id"].to_numpy(dtype="int64")).tolist()
         else:
             units = repository.units_with_health_events(snap.engine, start, end)
-        rows = scope(repository.load_health_hourly(snap.engine, start, end, units), f)
+        rows = scope(repository.load_health_hourly(snap.engine, start, end, units, snap.pods), f)
         view = health_view_of(rows, snap.price_book, policy, end)
         readings = Readings.of_sums(sums, view.readings.error_counts)
         return replace(view, gpus=gpus, readings=readings)
@@ -230,4 +230,4 @@ def workload_health_rows(snap: Snapshot, window: str, key: WorkloadKey) -> pd.Da
     pods = snap.pods
     pod_ids = pods.loc[workload_mask(pods, key), "pod_id"].to_numpy(dtype="int64").tolist()
     units = repository.units_held_by(snap.engine, start, end, pod_ids)
-    return repository.load_health_hourly(snap.engine, start, end, units)
+    return repository.load_health_hourly(snap.engine, start, end, units, snap.pods)

@@ -53,11 +53,11 @@ def window_sums(
     """The sums of the window ``[start_ts, end_ts)`` (whole hours)."""
     start_ts, end_ts = window
     sums = daily.read_sums(engine, start_ts, end_ts).sums
-    samples = daily_samples(engine, sums)
+    samples = daily_samples(engine, sums, pods)
     by_hour = node_level_units(samples, pods)
     if len(by_hour):
         hourly = repository.load_hourly_samples(
-            engine, start_ts, end_ts, health=False, gpu_ids=by_hour.tolist()
+            engine, start_ts, end_ts, health=False, gpu_ids=by_hour.tolist(), pods=pods
         )
         kept = samples[~samples["gpu_id"].isin(by_hour)]
         samples = pd.concat([kept, hourly], ignore_index=True)

@@ -14,21 +14,21 @@ from gpuwatch.app.data import Snapshot
 from gpuwatch.domain.frames import HEALTH_COLUMNS, HEALTH_SUM_COLUMNS, Column, empty_frame
 from gpuwatch.store import repository
 
-#: A store read of the hours starting in ``[start, end)``.
-Reader = Callable[[Engine, int, int], pd.DataFrame]
+#: A store read of the hours starting in ``[start, end)``, given the snapshot's pods.
+Reader = Callable[[Engine, int, int, pd.DataFrame], pd.DataFrame]
 
 
 def _read(
     snap: Snapshot, window: str, kind: str, columns: tuple[Column, ...], read: Reader
 ) -> pd.DataFrame:
-    """``read(engine, start, end)`` over the window's bounds, memoized by ``kind`` and window;
+    """``read(engine, start, end, pods)`` over the window's bounds, memoized by ``kind`` and window;
     an empty frame of ``columns`` without a store or data."""
 
     def compute() -> pd.DataFrame:
         if snap.engine is None or snap.empty:
             return empty_frame(columns)
         start, end = windows.bounds(window, snap.end_ts)
-        return read(snap.engine, start, end)
+        return read(snap.engine, start, end, snap.pods)
 
     return snap.memo((kind, window), compute)
 
@@ -36,7 +36,11 @@ def _read(
 def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
     """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
     store returns them (never modify them)."""
-    return _read(snap, window, "health_window", HEALTH_COLUMNS, repository.load_health_hourly)
+
+    def read(engine: Engine, start: int, end: int, pods: pd.DataFrame) -> pd.DataFrame:
+        return repository.load_health_hourly(engine, start, end, pods=pods)
+
+    return _read(snap, window, "health_window", HEALTH_COLUMNS, read)
 
 
 def health_sums_window(snap: Snapshot, window: str) -> pd.DataFrame:

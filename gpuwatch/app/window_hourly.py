@@ -39,7 +39,7 @@ def read_hourly(
     """The costed hourly rows of ``[start_ts, end_ts)``, as :func:`~gpuwatch.app.rollup.stored`
     keeps them, costed together (node-level attribution is decided over the range, as
     ``gpuwatch recommend`` decides it over its window)."""
-    samples = repository.load_hourly_samples(engine, start_ts, end_ts)
+    samples = repository.load_hourly_samples(engine, start_ts, end_ts, pods=pods)
     if not len(samples):
         return rollup.empty_hourly()
     rows = rollup.stored(rollup.compact(prepare(samples, pods, price_book)))

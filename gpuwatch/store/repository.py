@@ -158,9 +158,12 @@ def _with_facts(
     engine: Engine, samples: pd.DataFrame, pods: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Sample rows joined with their GPU unit's and pod's facts (strings read once each);
-    ``pods``: :func:`load_pods` when the caller has read it already."""
+    ``pods``: :func:`load_pods` when the caller has read it already (read again if it lacks a
+    pod of the rows: one stored since)."""
     gpus = _gpu_facts(engine).drop(columns=["memory_total_mib", "first_seen_ts", "last_seen_ts"])
-    pods = (load_pods(engine) if pods is None else pods)[
+    if pods is None or not _has_every_pod(pods, samples):
+        pods = load_pods(engine)
+    pods = pods[
         ["pod_id", "namespace", "pod", "workload_kind", "workload", "team", "gpu_count",
          "dcgm_only", "allocation"]
     ].rename(columns={"gpu_count": "pod_gpu_count", "allocation": "pod_allocation"})  # fmt: skip
@@ -173,6 +176,11 @@ def _with_facts(
     frame["util_signal"] = frame["util_signal"].map(UTIL_SIGNALS)
     frame["xid"] = frame["xid"].fillna(0)
     return frame
+
+
+def _has_every_pod(pods: pd.DataFrame, samples: pd.DataFrame) -> bool:
+    held = pd.unique(samples["pod_id"].dropna().to_numpy(dtype="int64"))
+    return bool(np.isin(held, pods["pod_id"].to_numpy(dtype="int64")).all())
 
 
 def load_samples(

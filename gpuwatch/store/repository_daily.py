@@ -18,14 +18,16 @@ _SUMMED = ("gpu_id", "pod_id", "samples", "data_s", "used_s", "idle_s")
 _UNREAD = ("util_signal", "fb_used_max_mib", "fb_total_mib", "power_w_sum", "temp_max_c", "xid")
 
 
-def daily_samples(engine: Engine, sums: pd.DataFrame) -> pd.DataFrame:
+def daily_samples(
+    engine: Engine, sums: pd.DataFrame, pods: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Sums of :func:`~gpuwatch.store.daily.read_sums` as sample rows, one per (UTC day, GPU
     unit, pod): ``ts`` the day, ``step_s`` the seconds with a reading, ``util_ratio`` and
     ``idle_ratio`` their mean and idle share, ``samples`` the raw samples behind them
     (:data:`~gpuwatch.domain.frames.HOURLY_SAMPLE_COLUMNS`; memory, power, temperature and XID
-    are left unread: NaN/0, the sums carry their peaks)."""
+    are left unread: NaN/0, the sums carry their peaks). ``pods``: the pods' frame, if read."""
     cols = {name: sums[name].to_numpy(dtype="float64") for name in _SUMMED}
     cols["hour_ts"] = sums["day_ts"].to_numpy(dtype="float64")
     cols |= {name: np.full(len(sums), np.nan) for name in _UNREAD}
     cols["power_n"] = np.zeros(len(sums))
-    return summed_samples(engine, cols)
+    return summed_samples(engine, cols, pods)

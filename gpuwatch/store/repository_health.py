@@ -22,7 +22,11 @@ _NULLABLE_INTEGERS = tuple(name for name in NULLABLE if name not in FLOATS)
 
 
 def load_health_hourly(
-    engine: Engine, start_ts: int, end_ts: int, gpu_ids: list[int] | None = None
+    engine: Engine,
+    start_ts: int,
+    end_ts: int,
+    gpu_ids: list[int] | None = None,
+    pods: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The health roll-up rows of the hours starting in ``[start_ts, end_ts)``, joined with
     their GPU unit's and pod's facts like :func:`~gpuwatch.store.repository.load_hourly_samples`.
@@ -31,7 +35,7 @@ def load_health_hourly(
     ``step_s`` the row's seconds with samples (``data_s``); the means (SM clock, PCIe and
     NVLink bytes per second) are NaN without readings, the counts <NA> where none was
     reported. Columns: :data:`HEALTH_COLUMNS` (docs/storage.md#health). Given ``gpu_ids``, the
-    rows of those units only.
+    rows of those units only; ``pods``: the pods' frame, if read.
     """
     from gpuwatch.store import repository  # it re-exports this module: imported when called
 
@@ -60,7 +64,7 @@ def load_health_hourly(
     with np.errstate(invalid="ignore", divide="ignore"):
         for total, count, name in MEANS:
             frame[name] = np.where(col[count] > 0, col[total] / col[count], np.nan)
-    return conform(repository._with_facts(engine, frame), HEALTH_COLUMNS)
+    return conform(repository._with_facts(engine, frame, pods), HEALTH_COLUMNS)
 
 
 def load_health_sums(

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwatch.config import Settings
+from gpuwatch.store import daily
+from gpuwatch.store.engine import make_engine
 
 WORKLOAD = ("prod-us-east", "llm-training", "Job", "llm-pretrain")
 NODE_USD_PER_GPU_HOUR = 4.0
@@ -86,6 +88,14 @@ def add_failing_gpu(path: Path) -> FailingGpu:
             "SELECT c.name FROM gpus g JOIN clusters c ON c.id = g.cluster_id WHERE g.id = ?",
             (gpu_id,),
         ).fetchone()
+        # Every day's hourly rows changed, as a writer of them records: the sums go, and the
+        # finished days are built again, as the collector builds them after writing.
+        conn.execute("UPDATE gpu_daily_state SET version = version + 1, built_version = NULL")
+        conn.execute("DELETE FROM gpu_samples_daily")
+        conn.execute("DELETE FROM gpu_health_daily")
+    engine = make_engine(f"sqlite:///{path}")
+    daily.build_pending(engine, last + HOUR_S)
+    engine.dispose()
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     _, _, pod_id, uuid, node = rows[0]
