@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuwatch.analytics.capacity import capacity_report, capacity_timeline, consolidate_hint
-from gpuwatch.analytics.gangs import gang_stalls, workload_stalls
+from gpuwatch.analytics.gangs import gang_stalls, pod_queues, workload_stalls
 from gpuwatch.analytics.queues import QUEUE_REPORT_COLUMNS, queue_report
 from gpuwatch.domain.scheduling import SchedulingPolicy
 from tests.scheduling_example import BOOK, END, HOUR, MODEL, T0, costed, pods, queues, workloads
@@ -55,6 +55,32 @@ def test_workload_stalls_carry_the_queue() -> None:
         ["research", "train", MODEL, "cq-a"]
     ]
     assert rows["stalled_gpu_hours"].tolist() == [pytest.approx(STALLED)]
+
+
+def test_pod_queues_joins_each_workloads_distinct_queues_sorted() -> None:
+    """Per workload: its pods' queues, distinct, sorted, ``+``-joined; none (NA or empty) is
+    no queue; a workload without any is empty; samples not held are not counted."""
+    keys = ["namespace", "workload"]
+    rows = [  # (namespace, workload, pod_id, allocated)
+        ("ml", "train", 1, True), ("ml", "train", 2, True), ("ml", "train", 3, True),
+        ("ml", "train", 4, True), ("ml", "train", 1, True), ("ml", "serve", 5, True),
+        ("ml", "serve", 6, True), ("ds", "nb", 7, True), (None, "orphan", 8, True),
+        ("ds", "idle", 9, False),
+    ]  # fmt: skip
+    samples = pd.DataFrame(rows, columns=[*keys, "pod_id", "allocated"])
+    queues = {1: "cq-b", 2: "cq-a", 3: "cq-b", 4: None, 5: "", 6: None, 7: "cq-z", 8: "cq-a",
+              9: "cq-x"}  # fmt: skip
+    pods = pd.DataFrame({"pod_id": list(queues), "queue": list(queues.values())})
+    out = pod_queues(samples, pods, keys)
+    assert list(out.columns) == [*keys, "queue"]
+    got = {(ns if isinstance(ns, str) else None, w): q for ns, w, q in out.values.tolist()}
+    assert got == {
+        ("ds", "nb"): "cq-z",
+        ("ml", "serve"): "",
+        ("ml", "train"): "cq-a+cq-b",
+        (None, "orphan"): "cq-a",
+    }
+    assert out[keys].values.tolist()[:3] == [["ds", "nb"], ["ml", "serve"], ["ml", "train"]]
 
 
 def test_queue_report_of_the_example() -> None:

@@ -267,8 +267,26 @@ def pod_queues(samples: pd.DataFrame, pods: pd.DataFrame, keys: list[str]) -> pd
     pairs["pod_id"] = held["pod_id"].to_numpy(dtype="int64")
     queues = pods.drop_duplicates("pod_id").set_index("pod_id")["queue"]
     pairs["queue"] = pairs["pod_id"].map(queues).to_numpy(dtype=object)
-    joined = pairs.groupby(keys, sort=True, dropna=False)["queue"].agg(_joined)
-    return joined.reset_index()
+    return _joined_per_group(pairs, keys, "queue")
+
+
+def _joined_per_group(frame: pd.DataFrame, keys: list[str], column: str) -> pd.DataFrame:
+    """:func:`_joined` of ``column`` per group of ``keys``, every group of ``frame`` in
+    ``groupby(keys, sort=True, dropna=False)`` order: the keys, then ``column``. The distinct
+    values are found and sorted once for all groups, not group by group."""
+    grouped = frame.groupby(keys, sort=True, dropna=False)
+    out = grouped.size().reset_index()[keys]
+    group = grouped.ngroup().to_numpy(dtype="int64")
+    values = frame[column].astype(object).to_numpy()
+    text = np.array(["" if pd.isna(v) else str(v) for v in values], dtype=object)
+    kept = pd.DataFrame({"group": group, "value": text})[text != ""]
+    kept = kept.drop_duplicates().sort_values(["group", "value"], kind="stable")
+    joined = np.full(len(out), "", dtype=object)
+    if len(kept):
+        by_group = kept.groupby("group", sort=True)["value"].agg("+".join)
+        joined[by_group.index.to_numpy(dtype="int64")] = by_group.to_numpy(dtype=object)
+    out[column] = joined
+    return out
 
 
 def workload_stalls(
