@@ -6,8 +6,10 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -155,6 +157,26 @@ def test_the_inputs_read_the_pods_table_once(engine: Engine, resolution: str) ->
     assert len(pods) == 1, pods
     assert data.samples["namespace"].notna().any() and data.health_sums is not None
     assert data.health_sums["namespace"].notna().any()
+
+
+def test_the_inputs_are_read_on_threads_on_postgresql_only(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite works inside this process, where reads on threads cost more than in turn."""
+    names: list[str] = []
+    load_gpus = repository.load_gpus
+
+    def recorded(*args: Any) -> pd.DataFrame:
+        names.append(threading.current_thread().name)
+        return load_gpus(*args)
+
+    monkeypatch.setattr(repository, "load_gpus", recorded)
+    load_inputs(engine, START_TS, END_TS, resolution="hourly", health=True)
+    assert len(names) == 1
+    if engine.dialect.name == "sqlite":
+        assert names == [threading.current_thread().name]
+    else:
+        assert names[0].startswith("read") and names[0] != threading.current_thread().name
 
 
 def test_a_pods_frame_without_a_pod_of_the_rows_is_read_again(engine: Engine) -> None:
