@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.grouping import group_ids
+from gpuwatch.analytics.grouping import group_ids, joined_per_group
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.domain.scheduling import SchedulingPolicy
 
@@ -167,11 +167,6 @@ def stalled_samples(
     return rows
 
 
-def _joined(values: pd.Series) -> str:
-    """Distinct non-empty values, sorted and ``+``-joined (empty when none)."""
-    return "+".join(sorted({str(v) for v in values.dropna() if str(v)}))
-
-
 def _most_common(values: pd.Series) -> object:
     counts = values.dropna().astype(str).value_counts()
     if counts.empty:
@@ -192,7 +187,6 @@ def _gang_facts(pods: pd.DataFrame, stalls: Spans) -> pd.DataFrame:
     grouped = ganged.groupby(list(GANG_KEYS), sort=True)
     facts = pd.DataFrame(
         {
-            "queue": grouped["queue"].agg(_joined),
             "team": grouped["team"].agg(_most_common),
             "owner": grouped["_owner"].agg(_most_common),
             "gang_size": grouped["gang_size"].max(),
@@ -202,7 +196,8 @@ def _gang_facts(pods: pd.DataFrame, stalls: Spans) -> pd.DataFrame:
     split = [str(o).split(_SEP, 1) if isinstance(o, str) else [pd.NA, pd.NA] for o in owner]
     facts["workload_kind"] = [kind for kind, _ in split]
     facts["workload"] = [name for _, name in split]
-    return facts
+    queues = _joined_per_group(ganged, list(GANG_KEYS), "queue")
+    return facts.merge(queues, on=list(GANG_KEYS), how="left")
 
 
 def gang_stalls(
@@ -271,21 +266,13 @@ def pod_queues(samples: pd.DataFrame, pods: pd.DataFrame, keys: list[str]) -> pd
 
 
 def _joined_per_group(frame: pd.DataFrame, keys: list[str], column: str) -> pd.DataFrame:
-    """:func:`_joined` of ``column`` per group of ``keys``, every group of ``frame`` in
-    ``groupby(keys, sort=True, dropna=False)`` order: the keys, then ``column``. The distinct
-    values are found and sorted once for all groups, not group by group."""
+    """Per group of ``keys``, every group of ``frame`` in ``groupby(keys, sort=True,
+    dropna=False)`` order: the keys, then ``column``'s distinct values ``+``-joined
+    (:func:`~gpuwatch.analytics.grouping.joined_per_group`)."""
     grouped = frame.groupby(keys, sort=True, dropna=False)
     out = grouped.size().reset_index()[keys]
-    group = grouped.ngroup().to_numpy(dtype="int64")
-    values = frame[column].astype(object).to_numpy()
-    text = np.array(["" if pd.isna(v) else str(v) for v in values], dtype=object)
-    kept = pd.DataFrame({"group": group, "value": text})[text != ""]
-    kept = kept.drop_duplicates().sort_values(["group", "value"], kind="stable")
-    joined = np.full(len(out), "", dtype=object)
-    if len(kept):
-        by_group = kept.groupby("group", sort=True)["value"].agg("+".join)
-        joined[by_group.index.to_numpy(dtype="int64")] = by_group.to_numpy(dtype=object)
-    out[column] = joined
+    groups = grouped.ngroup().to_numpy(dtype="int64")
+    out[column] = joined_per_group(groups, frame[column], len(out))
     return out
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuwatch.domain.allocation import joined
+
 
 def _codes(column: pd.Series) -> tuple[np.ndarray, int]:
     """Codes 0..n-1 of a column's values (missing included as its own code), and n."""
@@ -102,3 +104,14 @@ def top_label(
     for group in np.flatnonzero(seen.any(axis=1)):
         result[group] = labels[best[group]]
     return result
+
+
+def joined_per_group(groups: np.ndarray, column: pd.Series, n_groups: int) -> list[str]:
+    """Per group ``0..n_groups-1``: the distinct present values of ``column`` as text, sorted
+    and ``+``-joined (:func:`~gpuwatch.domain.allocation.joined`; empty where it has none).
+    Each distinct (group, value) pair is visited once, not each group's rows."""
+    pairs = pd.DataFrame({"group": groups, "value": column.astype(object).to_numpy()})
+    found: dict[int, set[str]] = {}
+    for group, value in pairs.dropna().drop_duplicates().itertuples(index=False):
+        found.setdefault(int(group), set()).add(str(value))
+    return [joined(found.get(i, ())) for i in range(n_groups)]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.analytics.attribution import NODE_ATTRIBUTION
-from gpuwatch.analytics.grouping import group_ids, top_label
+from gpuwatch.analytics.grouping import group_ids, joined_per_group, top_label
 from gpuwatch.analytics.measures import (
     MEASURE_COLUMNS,
     LoadDetail,
@@ -29,7 +29,6 @@ from gpuwatch.analytics.measures import (
 )
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.summary import as_text, idle_fraction
-from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.mig import parse_profile
 from gpuwatch.domain.pricing import PriceBook, is_spot
 from gpuwatch.domain.series import StoredDetail
@@ -148,11 +147,7 @@ def _add_facts(out: pd.DataFrame, rows: pd.DataFrame, wid: np.ndarray, first: np
 
 def _modes(rows: pd.DataFrame, wid: np.ndarray, n: int) -> list[str]:
     """Per workload: how its GPUs were held, modes ``+``-joined (contract section 7)."""
-    frame = pd.DataFrame({"wid": wid, "mode": rows["allocation"].astype(object)})
-    found: dict[int, set[str]] = {}
-    for w, mode in frame.dropna().drop_duplicates().itertuples(index=False):
-        found.setdefault(int(w), set()).add(str(mode))
-    return [joined(found.get(i, ())) for i in range(n)]
+    return joined_per_group(wid, rows["allocation"], n)
 
 
 def workload_stats(

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
-from gpuwatch.analytics.grouping import group_ids, top_label
+from gpuwatch.analytics.grouping import group_ids, joined_per_group, top_label
 from gpuwatch.analytics.recommend import (
     build_context,
     empty_recommendations,
@@ -30,7 +30,6 @@ from gpuwatch.app.rollup import COST_SUMS, allocation_modes, pending_series
 from gpuwatch.app.window_costs import span_cost_rows, span_sums
 from gpuwatch.app.window_health import health_sums_window
 from gpuwatch.app.window_hourly import window_hourly
-from gpuwatch.domain.allocation import joined
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.frames import NO_POD
 from gpuwatch.store.repository_detail import load_window_detail
@@ -309,10 +308,10 @@ def workloads(snap: Snapshot, f: Filters) -> pd.DataFrame:
 
 
 def _joined(wid: np.ndarray, modes: pd.Series, n: int) -> np.ndarray:
-    """Per group id: its distinct allocation modes, ``+``-joined (contract section 7)."""
-    pairs = pd.DataFrame({"w": wid, "m": modes.astype(object)}).dropna().drop_duplicates()
-    found = pairs.groupby("w")["m"].agg(lambda s: joined(map(str, s)))
-    return found.reindex(range(n)).to_numpy()
+    """Per group id: its distinct allocation modes, ``+``-joined (contract section 7); NaN
+    where it has none."""
+    found = joined_per_group(wid, modes, n)
+    return np.array([m if m else np.nan for m in found], dtype=object)
 
 
 def _bucket_hours(snap: Snapshot, buckets: np.ndarray, bucket_s: int) -> np.ndarray:

@@ -88,12 +88,12 @@ def add_failing_gpu(path: Path) -> FailingGpu:
             "SELECT c.name FROM gpus g JOIN clusters c ON c.id = g.cluster_id WHERE g.id = ?",
             (gpu_id,),
         ).fetchone()
-        # Every day's hourly rows changed, as a writer of them records: the sums go, and the
-        # finished days are built again, as the collector builds them after writing.
-        conn.execute("UPDATE gpu_daily_state SET version = version + 1, built_version = NULL")
-        conn.execute("DELETE FROM gpu_samples_daily")
-        conn.execute("DELETE FROM gpu_health_daily")
+        (first,) = conn.execute("SELECT MIN(hour_ts) FROM gpu_samples_hourly").fetchone()
+    # Every day's health rows changed: recorded as a writer of hourly rows records it (the
+    # days' sums go), then the finished days built again, as the collector does after writing.
     engine = make_engine(f"sqlite:///{path}")
+    with engine.begin() as sa_conn:
+        daily.invalidate_range(sa_conn, first, last + HOUR_S)
     daily.build_pending(engine, last + HOUR_S)
     engine.dispose()
     with closing(sqlite3.connect(path)) as conn:
