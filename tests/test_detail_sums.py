@@ -79,22 +79,16 @@ def test_two_days_summed_by_hand(monkeypatch: pytest.MonkeyPatch, block: int) ->
 
 
 @pytest.mark.parametrize(
-    ("first_ts", "hours", "chunk_s", "block"),
+    ("first_ts", "hours", "block"),
     [
-        (DEMO_NOW_TS - 7 * 24 * H, 7 * 24, 24 * H, 1 << 20),  # the default week, a day a read
-        (DEMO_NOW_TS - 10 * 24 * H, 10 * 24 + 1, 5 * H, 1 << 20),  # all of it, 5 hours a read
-        (DEMO_NOW_TS - 50 * H, 50, 7 * H, 500),  # 50 hours, merged 500 entries at a time
+        (DEMO_NOW_TS - 7 * 24 * H, 7 * 24, 1 << 20),  # the default week: days and hours
+        (DEMO_NOW_TS - 10 * 24 * H, 10 * 24 + 1, 1 << 20),  # all of it
+        (DEMO_NOW_TS - 50 * H, 50, 500),  # 50 hours, merged 500 entries at a time
     ],
 )
 def test_the_window_detail_gives_the_hourly_detail_s_recommendations(
-    demo_fleet: Engine,
-    monkeypatch: pytest.MonkeyPatch,
-    first_ts: int,
-    hours: int,
-    chunk_s: int,
-    block: int,
+    demo_fleet: Engine, monkeypatch: pytest.MonkeyPatch, first_ts: int, hours: int, block: int
 ) -> None:
-    monkeypatch.setattr(repository_detail, "WINDOW_CHUNK_S", chunk_s)
     monkeypatch.setattr(detail_sums, "MERGE_BLOCK_ENTRIES", block)
     end_ts = first_ts + hours * H
     inputs = load_inputs(demo_fleet, first_ts, end_ts, resolution="hourly")

@@ -39,11 +39,13 @@ EXPECTED_TABLES = {
     "leases",
     "namespaces",
     "nodes",
+    "pod_detail_daily",
     "pod_samples_hourly",
     "pods",
     "queue_flavors",
     "rollup_state",
     "sched_workloads",
+    "workload_detail_daily",
     "workload_samples_hourly",
 }
 
@@ -204,13 +206,17 @@ def test_upgrading_a_0001_store_rolls_its_samples_up(store_url: str) -> None:
     assert [tuple(r) for r in days] == [(0, 1, None)]  # day 0 is pending: collect builds it
 
 
-def test_upgrading_to_0011_has_every_built_day_built_again(store_url: str) -> None:
-    """Days built before the health sums existed have none: the next collection builds both."""
+@pytest.mark.parametrize("before", ["0010", "0011"])
+def test_upgrading_past_new_daily_sums_has_every_built_day_built_again(
+    store_url: str, before: str
+) -> None:
+    """Days built before the health sums (0011) or the detail sums (0012) existed have none of
+    them: the next collection builds every sum of each."""
     engine = make_engine(store_url)
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0010")
+        command.upgrade(cfg, before)
         conn.execute(
             sa.text(
                 "INSERT INTO gpu_daily_state (day_ts, version, built_version)"

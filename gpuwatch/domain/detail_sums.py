@@ -88,6 +88,13 @@ def _merged(hists: list[tuple[Histograms, np.ndarray]], n_groups: int) -> Histog
     return Histograms(*(np.concatenate([getattr(b, name) for b in blocks]) for name in _PARTS))
 
 
+def workload_first_rows(loads: pd.DataFrame) -> np.ndarray:
+    """The row of ``loads`` that each workload's histograms are summed onto (its first), one per
+    workload, workloads in key order."""
+    group, n = _group_rows(loads, _WORKLOAD_KEYS)
+    return _first_rows(group, n)
+
+
 def _summed_workloads(loads: pd.DataFrame, hists: dict[str, Histograms]) -> dict[str, Histograms]:
     """Each workload's histograms of ``loads``'s rows summed onto its first row."""
     group, n = _group_rows(loads, _WORKLOAD_KEYS)

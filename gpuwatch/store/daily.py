@@ -28,10 +28,16 @@ from sqlalchemy import Connection, Engine, delete, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from gpuwatch.domain.durations import DAY_S, HOUR_S
-from gpuwatch.store import daily_health
+from gpuwatch.store import daily_detail, daily_health
 from gpuwatch.store.daily_health import Spans
 from gpuwatch.store.models import UTIL_SIGNAL_DEV, UTIL_SIGNAL_PROF
-from gpuwatch.store.models_daily import GpuDailyState, GpuHealthDaily, GpuSampleDaily
+from gpuwatch.store.models_daily import (
+    GpuDailyState,
+    GpuHealthDaily,
+    GpuSampleDaily,
+    PodDetailDaily,
+    WorkloadDetailDaily,
+)
 from gpuwatch.store.writer import table_of
 
 #: Columns of :func:`read_sums`, in order.
@@ -89,7 +95,7 @@ ON CONFLICT (day_ts) DO NOTHING
 
 
 #: The tables of daily sums, built, dropped and read together under ``gpu_daily_state``.
-_SUMS = (GpuSampleDaily, GpuHealthDaily)
+_SUMS = (GpuSampleDaily, GpuHealthDaily, PodDetailDaily, WorkloadDetailDaily)
 
 
 def day_floor(ts: int) -> int:
@@ -141,6 +147,7 @@ def build_day_in(conn: Connection, day_ts: int) -> bool:
     bounds = {"start_ts": day_ts, "end_ts": day_ts + DAY_S}
     conn.execute(text(_BUILD), bounds)
     conn.execute(text(daily_health.BUILD), {"day_ts": day_ts, **bounds})
+    daily_detail.build(conn, day_ts)
     done = conn.execute(
         update(state)
         .where(state.c.day_ts == day_ts, state.c.version == row[0])

@@ -8,6 +8,9 @@ rows per unit instead of 24.
 ``gpu_health_hourly`` that add up over hours (the terms of
 :func:`gpuwatch.analytics.health_sums.row_terms` but ``fail_s``) and the day's first failing
 event, from which a window's ``fail_s`` follows (:mod:`gpuwatch.store.daily_health`).
+``pod_detail_daily`` and ``workload_detail_daily`` (0012) hold, per UTC day, the recommendation
+detail of ``pod_samples_hourly`` and ``workload_samples_hourly`` summed per pod and per workload
+(:mod:`gpuwatch.store.daily_detail`).
 ``gpu_daily_state`` says which days those sums are current for: writers of hourly rows raise
 a day's ``version`` (:func:`gpuwatch.store.daily.invalidate`), and a day's sums are read only
 while ``built_version`` equals it (:mod:`gpuwatch.store.daily`).
@@ -15,7 +18,7 @@ while ``built_version`` equals it (:mod:`gpuwatch.store.daily`).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Float, ForeignKey, Integer
+from sqlalchemy import BigInteger, Float, ForeignKey, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gpuwatch.store.models import Base
@@ -100,3 +103,40 @@ class GpuHealthDaily(Base):
     #: The day's first failing event of the row (a failing instant, or the first sample of an
     #: hour with a DBE, a row-remap failure or a failing XID); NULL: none.
     fail_since_ts: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class PodDetailDaily(Base):
+    """A pod's detail of one UTC day: its hourly rows of one GPU model summed (histogram counts
+    added per bin, ``data_s`` summed, ``held_max`` the largest), ``hour_ts`` the first hour."""
+
+    __tablename__ = "pod_detail_daily"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    day_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    pod_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    #: The first hour of the pod's rows of this GPU model (one pod may have rows of two).
+    hour_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    gpu_model: Mapped[str | None] = mapped_column(String(128))
+    data_s: Mapped[int] = mapped_column(BigInteger)
+    held_max: Mapped[int] = mapped_column(Integer)
+    busy_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    util_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    fb_used_hist: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class WorkloadDetailDaily(Base):
+    """A workload's histograms of one UTC day, summed per bin over its hourly rows; ``hour_ts``
+    its first hour (its hourly ``data_s`` and ``util_sum_bin_s`` stay in the hourly rows)."""
+
+    __tablename__ = "workload_detail_daily"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    day_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    workload_kind: Mapped[str] = mapped_column(String(64), primary_key=True)
+    workload_name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    gpu_model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    hour_ts: Mapped[int] = mapped_column(BigInteger)
+    held_hist: Mapped[bytes] = mapped_column(LargeBinary)
+    util_sum_hist: Mapped[bytes] = mapped_column(LargeBinary)
