@@ -758,11 +758,20 @@ def ensure_sqlite(size: Size, log: Any = print) -> str:
 
 
 def _upgraded(url: str) -> str:
-    """The store at ``url`` at the current schema (a store built before roll-ups gets them)."""
+    """The store at ``url`` at the current schema (a store built before roll-ups gets them),
+    with the daily sums an upgrade left pending built, as the next ``gpuwatch collect`` would."""
+    from sqlalchemy import func, select
+
+    from gpuwatch.store import daily
     from gpuwatch.store.engine import make_engine, upgrade
+    from gpuwatch.store.models import GpuSampleHourly
 
     engine = make_engine(url)
     upgrade(engine)
+    with engine.connect() as conn:
+        last = conn.execute(select(func.max(GpuSampleHourly.hour_ts))).scalar()
+    if last is not None:
+        daily.build_pending(engine, int(last) + 3600)
     engine.dispose()
     return url
 
