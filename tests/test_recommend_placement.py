@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuwatch.analytics.build import nodes_frame, samples_frame
+from gpuwatch.analytics.build import nodes_frame, pods_frame, samples_frame
 from gpuwatch.analytics.health_sums import health_sums
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.analytics.recommend import recommend
@@ -91,6 +91,30 @@ def test_twelve_gpus_on_three_nodes_of_eight_need_two() -> None:
 def test_a_deployment_spread_over_nodes_does_not_fire() -> None:
     recs = placement(job([("n1", 1), ("n2", 1)], kind="Deployment"), nodes(2))
     assert recs.empty
+
+
+def test_a_gang_of_another_kind_counts_as_a_job() -> None:
+    """Two LeaderWorkerSets spread alike: the one whose pods are a gang fires, the other not."""
+    gang = job([("n1", 1), ("n2", 1)], kind="LeaderWorkerSet")
+    other = job([("n3", 1), ("n4", 1)], kind="LeaderWorkerSet")
+    other = other.assign(
+        gpu_id=other["gpu_id"] + 10, pod_id=other["pod_id"] + 10, workload="serve",
+        pod="serve-" + other["pod"].str.removeprefix("train-"),
+    )  # fmt: skip
+    pods = pods_frame(
+        {
+            "pod_id": pod_id, "pod": name, "namespace": "ml", "node": node, "gpu_count": 1,
+            "workload_kind": "LeaderWorkerSet", "workload": name.split("-")[0],
+            "started_ts": T0, "gang_kind": "kueue" if pod_id < 10 else None,
+        }
+        for pod_id, name, node in [(1, "train-0", "n1"), (2, "train-1", "n2"),
+                                   (11, "serve-0", "n3"), (12, "serve-1", "n4")]
+    )  # fmt: skip
+    recs = recommend(pd.concat([gang, other], ignore_index=True), pods, BOOK, AnalyticsPolicy(),
+                     T0, T0 + HOURS * HOUR, nodes=nodes(4))  # fmt: skip
+    fired = recs[recs["kind"] == "consolidate_placement"]
+    assert fired["workload"].tolist() == ["train"]
+    assert fired.iloc[0]["evidence"]["nodes_used_p95"] == 2.0
 
 
 def test_no_node_sizes_no_placement() -> None:

@@ -62,17 +62,27 @@ def _key_index(frame: pd.DataFrame) -> pd.MultiIndex:
     return pd.MultiIndex.from_frame(text)
 
 
+def _in_keys(rows: pd.DataFrame, keys: pd.MultiIndex) -> np.ndarray:
+    """Whether each row's workload key is in ``keys``, looked up once per distinct key."""
+    group = rows.groupby(_KEY_COLUMNS, dropna=False, observed=True, sort=False).ngroup()
+    codes = group.to_numpy(dtype="int64")
+    _, first = np.unique(codes, return_index=True)
+    found: np.ndarray = _key_index(rows.iloc[first]).isin(keys)
+    return found[codes]
+
+
 def _whole_gpu_rows(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:
     rows = samples[
         samples["pod_id"].notna()
         & samples["mig_profile"].isna()
         & samples["timeslice_replicas"].fillna(1).eq(1)
-        & samples["node"].astype(object).fillna("").ne("")
+        & samples["node"].notna()
+        & samples["node"].ne("")
     ]
     keep = np.array(rows["workload_kind"].isin(JOB_KINDS), dtype=bool)
     if pods is not None and not pods.empty and "gang_kind" in pods and len(rows):
         ganged = pods[pods["gang_kind"].notna()]
-        keep = keep | _key_index(rows).isin(_key_index(ganged).unique())
+        keep = keep | _in_keys(rows, _key_index(ganged).unique())
     return pd.DataFrame(rows[keep])
 
 
