@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -63,6 +64,25 @@ def app(fleet_path: Path) -> Iterator[Dash]:
     with dash_app.server.app_context():
         yield dash_app
     engine.dispose()
+
+
+def test_a_new_app_serves_every_script_of_its_page_before_its_first_visitor(
+    fleet_path: Path,
+) -> None:
+    """Dash registers the scripts it serves in its first-request setup. Left to a visitor's
+    first request, a second thread of the same worker skipped the setup in progress and
+    answered 404 for React, and the page stayed at "Loading...". The app does the setup as it
+    is made, so every script of the page is servable before anyone asks."""
+    fresh, engine = _app(fleet_path)
+    try:
+        assert any(path.startswith("deps/react-dom@") for path in fresh.registered_paths["dash"])
+        client = fresh.server.test_client()
+        index = client.get("/").get_data(as_text=True)
+        scripts = re.findall(r'<script src="(/_dash-component-suites/[^"]+)"', index)
+        assert any("react-dom" in src for src in scripts) and len(scripts) >= 5
+        assert {src: client.get(src).status_code for src in scripts} == dict.fromkeys(scripts, 200)
+    finally:
+        engine.dispose()
 
 
 def page(name: str) -> Any:

@@ -127,6 +127,22 @@ def create_app(
         [dcc.Location(id="gw-url", refresh="callback-nav"), _loading(dash.page_container)],
         className="gw-app",
     )
+    _set_up(app)
     if warm:
         source.data.start()
     return app
+
+
+def _set_up(app: Dash) -> None:
+    """Register the scripts and style sheets the page loads as servable now, before any visitor.
+
+    Dash registers them in its first-request setup. Left to the first request, that races the
+    browser's: a page's scripts are asked for at once, a second thread of the worker skips the
+    setup the first has begun, and a script not yet registered (React among them) is answered
+    404, which leaves the page at "Loading..." for good (seen on a worker's first page after
+    start). Only the registration is done here: the setup itself, which hands the pages'
+    callbacks to the app, still runs on the first request.
+    """
+    # Dash has no public call for this.
+    app._generate_scripts_html()
+    app._generate_css_dist_html()  # type: ignore[no-untyped-call]
