@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, insert, text
 
-from gpuwatch.domain import sketch
 from gpuwatch.domain.detail_sums import summed_detail, summed_parts, workload_first_rows
 from gpuwatch.domain.durations import DAY_S
 from gpuwatch.domain.series import Histograms, StoredDetail
@@ -28,6 +27,7 @@ from gpuwatch.store.daily_health import Spans
 from gpuwatch.store.detail_rows import (
     LOAD_COLUMNS,
     LOAD_ROWS_SQL,
+    blobs,
     driver_rows,
     frame,
     histograms,
@@ -53,13 +53,9 @@ _DAY_LOADS = (
 _KEY_LEN = 6
 
 
-def _blobs(hist: Histograms, n_rows: int) -> list[bytes]:
-    return sketch.encode_rows(n_rows, hist.rows, hist.bins, hist.counts)
-
-
 def _pod_rows(day_ts: int, summed: StoredDetail) -> list[dict[str, Any]]:
     pods, n = summed.pods, len(summed.pods)
-    busy, util, fb = (_blobs(h, n) for h in (summed.pod_busy, summed.pod_util, summed.pod_fb_used))
+    busy, util, fb = (blobs(h, n) for h in (summed.pod_busy, summed.pod_util, summed.pod_fb_used))
     models = pods["gpu_model"].tolist()
     return [
         {
@@ -81,7 +77,7 @@ def _pod_rows(day_ts: int, summed: StoredDetail) -> list[dict[str, Any]]:
 
 def _workload_rows(conn: Connection, day_ts: int, summed: StoredDetail) -> list[dict[str, Any]]:
     loads, n = summed.workloads, len(summed.workloads)
-    held, util_sum = _blobs(summed.held, n), _blobs(summed.util_sum, n)
+    held, util_sum = blobs(summed.held, n), blobs(summed.util_sum, n)
     cluster_ids = {name: cid for cid, name in conn.execute(text("SELECT id, name FROM clusters"))}
     first = workload_first_rows(loads)
     names = ["hour_ts", "cluster", "namespace", "workload_kind", "workload", "gpu_model"]

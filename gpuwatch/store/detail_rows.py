@@ -28,6 +28,12 @@ def histograms(blobs: Sequence[Any]) -> Histograms:
     return Histograms(*sketch.decode_many(blobs))
 
 
+def blobs(hist: Histograms, n_rows: int) -> list[bytes]:
+    """:class:`Histograms` of rows ``0..n_rows-1`` as one stored blob per row (the inverse of
+    :func:`histograms`)."""
+    return sketch.encode_rows(n_rows, hist.rows, hist.bins, hist.counts)
+
+
 def driver_rows(conn: Connection, sql: str, *bounds: int) -> list[Any]:
     """The driver's own row tuples of ``sql`` (``{mark}`` its parameter marks) with ``bounds``
     bound (no per-row objects of SQLAlchemy: a week holds hundreds of thousands of rows)."""

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, delete, insert, select, tuple_
 
 from gpuwatch.domain import series, sketch
 from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.store.detail_rows import blobs
 from gpuwatch.store.models import Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
 
 _CHUNK = 500  # ids per IN (...) list
@@ -140,15 +141,11 @@ def compute(conn: Connection, samples: HeldSamples, idle_ratio: float) -> Detail
     return Detail(_pod_rows(pods, pod_ids, pod_model), _workload_rows(loads, list(index)))
 
 
-def _blobs(hist: series.Histograms, n_rows: int) -> list[bytes]:
-    return sketch.encode_rows(n_rows, hist.rows, hist.bins, hist.counts)
-
-
 def _pod_rows(
     pods: series.PodHours, pod_ids: np.ndarray, pod_model: list[str]
 ) -> list[dict[str, Any]]:
     n = len(pods.pod)
-    busy, util, fb = (_blobs(h, n) for h in (pods.busy, pods.util, pods.fb_used))
+    busy, util, fb = (blobs(h, n) for h in (pods.busy, pods.util, pods.fb_used))
     return [
         {
             "hour_ts": int(pods.hour_ts[i]),
@@ -166,7 +163,7 @@ def _pod_rows(
 
 def _workload_rows(loads: series.WorkloadHours, keys: list[Any]) -> list[dict[str, Any]]:
     n = len(loads.workload)
-    held, util_sum = _blobs(loads.held, n), _blobs(loads.util_sum, n)
+    held, util_sum = blobs(loads.held, n), blobs(loads.util_sum, n)
     return [
         {
             "hour_ts": int(loads.hour_ts[i]),
@@ -251,8 +248,9 @@ def _merged(
     before = [old.get(tuple(row[k] for k in keys)) for row in new]
     out = [dict(row) for row in new]
     for name in hists:
-        blobs = [None if b is None else b[name] for b in before]
-        for row, blob in zip(out, _added_blobs(blobs, [r[name] for r in new]), strict=True):
+        stored_blobs = [None if b is None else b[name] for b in before]
+        added = _added_blobs(stored_blobs, [r[name] for r in new])
+        for row, blob in zip(out, added, strict=True):
             row[name] = blob
     for row, stored in zip(out, before, strict=True):
         if stored is None:
