@@ -129,20 +129,28 @@ def workload_placement(
     if rows.empty:
         return {}
     traffic = _traffic(health_sums)
+    per = _per_instant(rows)
+    gid = per.groupby(list(EFFICIENCY_KEYS), dropna=False, sort=True).ngroup().to_numpy()
+    order = np.argsort(gid, kind="stable")  # each key's rows together, in time order
+    gid = gid[order]
+    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    ends = np.r_[starts[1:], len(per)]
+    gpus, used = per["gpus"].to_numpy()[order], per["nodes"].to_numpy()[order]
+    hours = per["gpu_hours"].to_numpy()[order]
+    firsts = per[list(EFFICIENCY_KEYS)].iloc[order[starts]].itertuples(index=False, name=None)
     out: dict[tuple[str, ...], PlacementMeasures] = {}
-    for key, group in _per_instant(rows).groupby(list(EFFICIENCY_KEYS), dropna=False):
+    for lo, hi, key in zip(starts, ends, firsts, strict=True):
         k = key_of(tuple(key))
         size = sizes.get((k[0], k[4]))
         if size is None:
             continue
-        needed = np.ceil(group["gpus"].to_numpy() / size)
-        spread = group["nodes"].to_numpy() > needed
+        spread = used[lo:hi] > np.ceil(gpus[lo:hi] / size)
         pcie, nvlink = traffic.get(k, (math.nan, math.nan))
         out[k] = PlacementMeasures(
-            gpus=int(group["gpus"].max()),
-            nodes_used_p95=float(np.quantile(group["nodes"], NODES_USED_QUANTILE)),
+            gpus=int(gpus[lo:hi].max()),
+            nodes_used_p95=float(np.quantile(used[lo:hi], NODES_USED_QUANTILE)),
             gpus_per_node=size,
-            spread_gpu_hours=float(group["gpu_hours"].to_numpy()[spread].sum()),
+            spread_gpu_hours=float(hours[lo:hi][spread].sum()),
             pcie_bytes_per_s=pcie,
             nvlink_bytes_per_s=nvlink,
         )
