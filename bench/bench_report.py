@@ -43,14 +43,20 @@ def _settings(db_url: str) -> Any:
 
 def _load(db_url: str, start_ts: int, end_ts: int, resolution: str) -> Any:
     """``load_inputs`` as the CLI calls it: the settings' idle threshold, the given resolution,
-    the health roll-up."""
+    the health roll-up, GPU time no pod held summed per day."""
     from gpuwatch.report.inputs import load_inputs
     from gpuwatch.store.engine import make_engine
 
     threshold = _settings(db_url).thresholds.idle_util_pct
     engine = make_engine(db_url)
     return load_inputs(
-        engine, start_ts, end_ts, resolution=resolution, idle_util_pct=threshold, health=True
+        engine,
+        start_ts,
+        end_ts,
+        resolution=resolution,
+        idle_util_pct=threshold,
+        health=True,
+        unheld_per_day=True,
     )
 
 

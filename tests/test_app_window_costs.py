@@ -18,8 +18,8 @@ from gpuwatch.app.window_costs import WindowSums, window_sums
 from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
 from gpuwatch.store import daily, repository
-from gpuwatch.store import rollup as store_rollup
 from gpuwatch.store.engine import make_engine
+from tests.support.node_level import strip_pod_labels_of_one_node
 
 NOW_TS = 1_794_823_200  # Monday 2026-11-16 10:00 UTC: windows start and end inside a UTC day
 KEYS = ["gpu_id", "pod_id"]
@@ -34,31 +34,9 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
     build_demo_database(path, days=16, step_s=900, seed=11, now_ts=NOW_TS)
     engine = make_engine(f"sqlite:///{path}")
-    _strip_pod_labels_of_one_node(engine)
+    strip_pod_labels_of_one_node(engine, NOW_TS)
     yield engine
     engine.dispose()
-
-
-def _strip_pod_labels_of_one_node(engine: Engine) -> None:
-    """One node's exporter without pod labels (node-level attribution), rolled up again."""
-    with engine.begin() as conn:
-        node_id = conn.execute(
-            sa.text(
-                "SELECT g.node_id FROM gpu_samples s JOIN gpus g ON g.id = s.gpu_id"
-                " WHERE s.pod_id IS NOT NULL AND g.mig_gi_id = -1 AND g.timeslice_replicas = 1"
-                " GROUP BY g.node_id ORDER BY COUNT(DISTINCT s.pod_id) DESC, g.node_id LIMIT 1"
-            )
-        ).scalar_one()
-        conn.execute(
-            sa.text(
-                "UPDATE gpu_samples SET pod_id = NULL"
-                " WHERE gpu_id IN (SELECT id FROM gpus WHERE node_id = :n)"
-            ),
-            {"n": node_id},
-        )
-        first, last = conn.execute(sa.text("SELECT MIN(ts), MAX(ts) FROM gpu_samples")).one()
-        store_rollup.roll_up(conn, int(first), int(last) + 1)
-    daily.build_pending(engine, NOW_TS)  # as the collector does after writing
 
 
 @pytest.fixture(scope="module")

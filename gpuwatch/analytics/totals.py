@@ -14,10 +14,12 @@ numbers everywhere:
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from gpuwatch.analytics import columns as c
 from gpuwatch.domain.durations import HOUR_S
+from gpuwatch.domain.frames import LAST_HOUR_TS
 
 #: Hours in the month monthly figures are quoted for (365 × 24 ÷ 12).
 HOURS_PER_MONTH = 730.0
@@ -51,15 +53,22 @@ def data_span(
 ) -> tuple[int, int] | None:
     """``[start of the first hour with a sample, end of the last one)`` of the samples in
     ``[start_ts, end_ts)``; ``None`` when no sample lies in it. Raw samples and hourly roll-up
-    rows (``ts`` the hour) of the same data give the same span."""
-    ts = samples["ts"]
+    rows (``ts`` the hour) of the same data give the same span; so do rows that sum several
+    hours, which carry the hour of their last reading (:data:`~gpuwatch.domain.frames.
+    LAST_HOUR_TS`)."""
+    ts = samples["ts"].to_numpy(dtype="int64")
+    inside = np.ones(len(ts), dtype=bool)
     if start_ts is not None:
-        ts = ts[ts >= start_ts]
+        inside &= ts >= start_ts
     if end_ts is not None:
-        ts = ts[ts < end_ts]
-    if ts.empty:
+        inside &= ts < end_ts
+    if not inside.any():
         return None
-    first, last = int(ts.min()), int(ts.max())
+    first, last = int(ts[inside].min()), int(ts[inside].max())
+    if LAST_HOUR_TS in samples.columns:
+        lasts = samples[LAST_HOUR_TS].to_numpy(dtype="float64", na_value=np.nan)[inside]
+        if not np.isnan(lasts).all():
+            last = max(last, int(np.nanmax(lasts)))
     return first - first % HOUR_S, last - last % HOUR_S + HOUR_S
 
 

@@ -114,6 +114,7 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
             resolution="auto",
             idle_util_pct=data.settings.thresholds.idle_util_pct,
             health=True,
+            unheld_per_day=True,
         )
         frame = weekly_report(
             inputs.samples,

@@ -54,6 +54,7 @@ def _inputs(app: AppContext, start_ts: int, end_ts: int, resolution: str | None)
         resolution=resolution or app.settings.storage.resolution,
         idle_util_pct=app.settings.thresholds.idle_util_pct,
         health=True,
+        unheld_per_day=True,
     )
 
 

@@ -71,6 +71,12 @@ HOURLY_SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("samples", "int64", "raw samples the row stands for"),
 )
 
+#: Of a row that sums several hours (a day's sums read as sample rows, whose ``ts`` is the hour
+#: of its first reading): the hour of its last reading, epoch seconds. Frames that mix such rows
+#: with hourly ones carry it, NaN on the hourly rows; the hours a frame's data spans
+#: (:func:`gpuwatch.analytics.totals.data_span`) end with it.
+LAST_HOUR_TS = "last_hour_ts"
+
 #: The identity columns of a sample row (its GPU unit's and pod's facts, its instant).
 _READINGS = ("util_ratio", "util_signal", "fb_used_mib", "fb_total_mib", "power_w", "temp_c", "xid")
 _IDENTITY = tuple(c for c in SAMPLE_COLUMNS if c.name not in _READINGS)

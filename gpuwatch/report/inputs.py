@@ -14,12 +14,13 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine
 
+from gpuwatch.analytics.costing import node_level_units
 from gpuwatch.analytics.policy import AnalyticsPolicy
 from gpuwatch.config import Settings
 from gpuwatch.domain.health import HealthPolicy
 from gpuwatch.domain.pricing import PriceBook, build_price_book
 from gpuwatch.domain.series import StoredDetail
-from gpuwatch.store import repository, repository_detail
+from gpuwatch.store import daily, repository, repository_daily, repository_detail
 from gpuwatch.store.models import HOUR_S
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ def load_inputs(
     resolution: str = "raw",
     idle_util_pct: float = 5.0,
     health: bool = False,
+    unheld_per_day: bool = False,
 ) -> Inputs:
     """The frames costing, the weekly report and recommendations need (the samples without
     their health readings).
@@ -135,7 +137,10 @@ def load_inputs(
     ``resolution``: ``raw`` samples, ``hourly`` roll-ups (the window widened to whole hours),
     or ``auto`` (:func:`choose_resolution`). ``health``: also read the hourly health roll-up
     summed per (unit, pod) (:func:`load_health_sums`) for the health columns,
-    ``investigate_efficiency`` and placement traffic.
+    ``investigate_efficiency`` and placement traffic. ``unheld_per_day``: with hourly
+    roll-ups, read GPU time no pod held summed per UTC day where it can be
+    (:func:`hourly_held_samples`): for figures that sum it over the window, not for those that
+    need free GPUs hour by hour (stranded capacity).
     """
     chosen = choose_resolution(engine, start_ts, end_ts, resolution, idle_util_pct)
     if chosen == "hourly":
@@ -146,9 +151,8 @@ def load_inputs(
         "nodes": lambda: repository.load_nodes(engine),
     }
     if chosen == "hourly":
-        reads["samples"] = lambda: repository.load_hourly_samples(
-            engine, start_ts, end_ts, health=False, pods=pods
-        )
+        hourly = hourly_held_samples if unheld_per_day else _hourly_samples
+        reads["samples"] = lambda: hourly(engine, (start_ts, end_ts), pods)
         reads["detail"] = lambda: repository_detail.load_window_detail(engine, start_ts, end_ts)
     else:
         reads["samples"] = lambda: repository.load_samples(
@@ -168,6 +172,29 @@ def load_inputs(
         detail=got.get("detail"),
         health_sums=got.get("health_sums"),
     )
+
+
+def _hourly_samples(engine: Engine, window: tuple[int, int], pods: pd.DataFrame) -> pd.DataFrame:
+    return repository.load_hourly_samples(engine, *window, health=False, pods=pods)
+
+
+def hourly_held_samples(
+    engine: Engine, window: tuple[int, int], pods: pd.DataFrame
+) -> pd.DataFrame:
+    """The sample rows of the window ``[start_ts, end_ts)`` (whole hours): held GPU time by the
+    hour, GPU time no pod held summed per (UTC day, unit) for the days whose sums are built
+    (:func:`~gpuwatch.store.repository_daily.daily_samples`), except on units that node-level
+    attribution may give to pods (:func:`~gpuwatch.analytics.costing.node_level_units`), read
+    by the hour as it needs them. Costed, they give the same sums as the hourly rows alone (the
+    cost model is linear in the summed seconds), and the same span of data."""
+    sums, days = daily.read_built_sums(engine, *window)
+    summed = repository_daily.daily_samples(engine, sums, pods)
+    by_hour = node_level_units(summed, pods)
+    unheld = summed[summed["pod_id"].isna().to_numpy() & ~summed["gpu_id"].isin(by_hour)]
+    rows = repository_daily.hourly_samples_beside(engine, window, days, by_hour.tolist(), pods)
+    if unheld.empty:
+        return rows
+    return pd.concat([rows, unheld], ignore_index=True)
 
 
 #: Reads of :func:`load_inputs` run at once, per database dialect, each on its own connection.

@@ -270,10 +270,15 @@ def read_days(engine: Engine, start_ts: int, end_ts: int, read: DaysReader[T]) -
             return DaysRead(value=value, daily_days=len(built), tries=tries)
 
 
-def _read_cost_sums(conn: Connection, days: Spans, hours: Spans) -> pd.DataFrame:
+def _daily_rows(conn: Connection, days: Spans) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for lo, hi in days:
         rows += conn.execute(text(_DAILY), {"start_ts": lo, "end_ts": hi}).all()
+    return rows
+
+
+def _read_cost_sums(conn: Connection, days: Spans, hours: Spans) -> pd.DataFrame:
+    rows = _daily_rows(conn, days)
     for lo, hi in hours:
         rows += conn.execute(text(_HOURLY_SUMS), {"start_ts": lo, "end_ts": hi}).all()
     return _frame(rows)
@@ -312,3 +317,14 @@ def read_sums(engine: Engine, start_ts: int, end_ts: int) -> SumsRead:
     """
     got = read_days(engine, start_ts, end_ts, _read_cost_sums)
     return SumsRead(sums=got.value, daily_days=got.daily_days, tries=got.tries)
+
+
+def read_built_sums(engine: Engine, start_ts: int, end_ts: int) -> tuple[pd.DataFrame, Spans]:
+    """The sums of the window's whole days whose sums are current (:data:`SUM_COLUMNS`, from
+    ``gpu_samples_daily`` only), and those days as ``[start, end)`` spans: a reader sums the
+    other hours itself, or reads them as hourly rows."""
+
+    def read(conn: Connection, days: Spans, hours: Spans) -> tuple[pd.DataFrame, Spans]:
+        return _frame(_daily_rows(conn, days)), days
+
+    return read_days(engine, start_ts, end_ts, read).value

@@ -28,12 +28,12 @@ from gpuwatch.store.detail_rows import (
     LOAD_COLUMNS,
     LOAD_ROWS_SQL,
     blobs,
-    driver_rows,
     frame,
     histograms,
     pod_part,
     read_detail,
 )
+from gpuwatch.store.driver import driver_rows
 from gpuwatch.store.models import Cluster
 from gpuwatch.store.models_daily import PodDetailDaily, WorkloadDetailDaily
 

@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 
 from gpuwatch.domain import sketch
 from gpuwatch.domain.series import Histograms, StoredDetail
+from gpuwatch.store.driver import driver_rows
 from gpuwatch.store.models import Cluster, PodSampleHourly, WorkloadSampleHourly
 
 POD_COLUMNS = ["hour_ts", "pod_id", "gpu_model", "data_s", "held_max"]
@@ -32,18 +33,6 @@ def blobs(hist: Histograms, n_rows: int) -> list[bytes]:
     """:class:`Histograms` of rows ``0..n_rows-1`` as one stored blob per row (the inverse of
     :func:`histograms`)."""
     return sketch.encode_rows(n_rows, hist.rows, hist.bins, hist.counts)
-
-
-def driver_rows(conn: Connection, sql: str, *bounds: int) -> list[Any]:
-    """The driver's own row tuples of ``sql`` (``{mark}`` its parameter marks) with ``bounds``
-    bound (no per-row objects of SQLAlchemy: a week holds hundreds of thousands of rows)."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql.format(mark=mark), tuple(int(b) for b in bounds))
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
 
 
 def frame(rows: list[Any], names: list[str]) -> tuple[pd.DataFrame, list[list[Any]]]:

@@ -24,6 +24,7 @@ from gpuwatch.domain.frames import (
     conform,
 )
 from gpuwatch.store import rollup
+from gpuwatch.store.driver import driver_rows
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -208,24 +209,21 @@ def _fetch_window(
     start_ts: int,
     end_ts: int,
     gpu_ids: list[int] | None = None,
+    condition: str = "",
 ) -> np.ndarray:
-    """``fields`` of ``table``'s rows with ``start_ts <= column < end_ts`` (and, given
-    ``gpu_ids``, of those units only), as one float matrix read straight from the driver (no
-    per-row objects beyond the driver's tuples)."""
-    mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+    """``fields`` of ``table``'s rows with ``start_ts <= column < end_ts`` (given ``gpu_ids``,
+    of those units only; given ``condition``, an SQL condition on the table's columns, of the
+    rows that meet it), as one float matrix read straight from the driver."""
     sql = (
         f"SELECT {', '.join(fields)} FROM {table} "  # noqa: S608
-        f"WHERE {column} >= {mark} AND {column} < {mark}"
+        f"WHERE {column} >= {{mark}} AND {column} < {{mark}}"
     )
     if gpu_ids is not None:
         sql += f" AND gpu_id IN ({', '.join(str(int(i)) for i in gpu_ids) or 'NULL'})"
+    if condition:
+        sql += f" AND ({condition})"
     with engine.connect() as conn:
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(sql, (int(start_ts), int(end_ts)))
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
+        rows = driver_rows(conn, sql, start_ts, end_ts)
     return np.array(rows, dtype=float).reshape(-1, len(fields))
 
 
@@ -256,9 +254,12 @@ def load_hourly_samples(
     health: bool = True,
     gpu_ids: list[int] | None = None,
     pods: pd.DataFrame | None = None,
+    condition: str = "",
 ) -> pd.DataFrame:
     """The hourly roll-ups of the hours starting in ``[start_ts, end_ts)``, as sample rows
-    (given ``gpu_ids``, of those GPU units only; ``pods``: :func:`load_pods`, if read).
+    (given ``gpu_ids``, of those GPU units only; given ``condition``, an SQL condition on
+    ``gpu_samples_hourly``'s columns, of the rows that meet it; ``pods``: :func:`load_pods`,
+    if read).
 
     One row per (hour, GPU unit, pod): ``ts`` is the hour, ``step_s`` the seconds with a
     utilization reading, ``util_ratio`` their mean, ``idle_ratio`` their idle share,
@@ -268,7 +269,7 @@ def load_hourly_samples(
     """
     fields = [f for f in _HOURLY_SELECT if health or f not in _HOURLY_HEALTH]
     table = GpuSampleHourly.__tablename__
-    m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts, gpu_ids)
+    m = _fetch_window(engine, table, "hour_ts", fields, start_ts, end_ts, gpu_ids, condition)
     nan = np.full(len(m), np.nan)
     cols = {name: m[:, fields.index(name)] if name in fields else nan for name in _HOURLY_SELECT}
     return summed_samples(engine, cols, pods)

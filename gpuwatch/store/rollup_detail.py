@@ -18,12 +18,13 @@ from sqlalchemy import Connection, delete, insert, select, tuple_
 from gpuwatch.domain import series, sketch
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.store.detail_rows import blobs
+from gpuwatch.store.driver import driver_rows
 from gpuwatch.store.models import Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
 
 _CHUNK = 500  # ids per IN (...) list
 _RAW_SQL = (
     "SELECT gpu_id, ts, step_s, pod_id, util_ratio, fb_used_mib FROM gpu_samples "
-    "WHERE ts >= {m} AND ts < {m} AND pod_id IS NOT NULL AND util_ratio IS NOT NULL"
+    "WHERE ts >= {mark} AND ts < {mark} AND pod_id IS NOT NULL AND util_ratio IS NOT NULL"
 )
 _WORKLOAD_KEY = ("cluster_id", "namespace", "workload_kind", "workload_name", "gpu_model")
 
@@ -187,13 +188,7 @@ def _insert(conn: Connection, detail: Detail) -> int:
 
 def read_held(conn: Connection, start_ts: int, end_ts: int) -> HeldSamples:
     """The held samples with a reading in ``[start_ts, end_ts)``, from ``gpu_samples``."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    cursor = conn.connection.cursor()  # plain tuples: numpy reads them fast
-    try:
-        cursor.execute(_RAW_SQL.format(m=mark), (int(start_ts), int(end_ts)))
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
+    rows = driver_rows(conn, _RAW_SQL, start_ts, end_ts)
     m = np.array(rows, dtype=np.float64).reshape(-1, 6)
     return held_samples(m[:, 0], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5])
 
