@@ -3,11 +3,13 @@ functions with exact expected data."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from plotly.io.json import to_json_plotly
 
 from gpuwatch.app.data import Filters
 from gpuwatch.app.figures import UNALLOCATED_COLOR, gpu_history_figure
@@ -97,15 +99,21 @@ def _heatmap(rows: int, z: list[list[float]], held: list[list[float]]) -> Heatma
     return Heatmap(np.array(z), np.array([0, 3600, 7200]), units, 3600, np.array(held))
 
 
+def _sent(value: Any) -> Any:
+    """A figure's value as the browser receives it: the JSON the dashboard sends (blank cells
+    as ``null``)."""
+    return json.loads(to_json_plotly(value))
+
+
 def test_the_heatmap_tells_unallocated_from_allocated_idle() -> None:
     nan = float("nan")
     # GPU-0: held and idle, held and busy, no data. GPU-1: unallocated, held 40%, held 60%.
     hm = _heatmap(2, [[0.0, 80.0, nan], [3.0, 10.0, 20.0]], [[1.0, 1.0, nan], [0.0, 0.4, 0.6]])
     figure = heatmap_figure(hm)
     held, free = figure["data"][:2]
-    assert held["z"] == [[0.0, 80.0, None], [None, None, 20.0]]
-    assert free["z"] == [[None, None, None], [1.0, 1.0, None]]
-    assert free["customdata"] == [[None, None, None], [3.0, 10.0, None]]
+    assert _sent(held["z"]) == [[0.0, 80.0, None], [None, None, 20.0]]
+    assert _sent(free["z"]) == [[None, None, None], [1.0, 1.0, None]]
+    assert _sent(free["customdata"]) == [[None, None, None], [3.0, 10.0, None]]
     assert free["colorscale"] == [[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]]
     legend = [(t["name"], t["marker"]["color"]) for t in figure["data"][2:]]
     assert legend == [

@@ -57,11 +57,11 @@ def _row_ticks(nodes: np.ndarray, units: list[str], labels: list[str]) -> dict[s
     return {"tickvals": [labels[i] for i in rows], "ticktext": [str(nodes[i]) for i in rows]}
 
 
-def _cells(values: np.ndarray, keep: np.ndarray) -> list[Any]:
-    """Rounded cell values where ``keep``, ``None`` elsewhere (plotly leaves those blank)."""
-    rounded = np.round(values, 1).astype(object)
-    rounded[~keep] = None
-    out: list[Any] = rounded.tolist()
+def _cells(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Rounded cell values where ``keep``, NaN elsewhere: sent as ``null``, which plotly leaves
+    blank. A float array, not lists: the figure's JSON encoder passes arrays whole to orjson,
+    where it would visit every cell of a list (0.7 s for a 326 × 97 heatmap's three grids)."""
+    out: np.ndarray = np.where(keep, np.round(values, 1), np.nan)
     return out
 
 
