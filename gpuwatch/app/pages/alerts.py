@@ -25,7 +25,7 @@ from gpuwatch.alerts.render import (
 )
 from gpuwatch.app import format as fmt
 from gpuwatch.app import grid
-from gpuwatch.app.alert_links import subject_links
+from gpuwatch.app.alert_links import places_of, subject_links
 from gpuwatch.app.components import (
     NO_DATA_HINT,
     card,
@@ -163,8 +163,9 @@ def _cell(name: str, value: Any) -> str:
 def subjects_table(name: str, frame: pd.DataFrame, snap: Snapshot) -> Any:
     """The alert's subjects; nodes, GPUs and pods link to their pages (pods to their workload)."""
     rows = records_of(frame.head(MAX_SUBJECTS).astype(object))
+    at = places_of(snap, rows)
     for row in rows:
-        row["_links"] = subject_links(snap, Filters(), row)
+        row["_links"] = subject_links(snap, Filters(), row, at)
     names = [n for n in frame.columns if n not in ("pod_id", "alert")]
     columns = [(_HEADINGS.get(n, n), lambda r, n=n: _linked(n, r)) for n in names]
     table = html_table(f"alerts-{name}", columns, rows)
