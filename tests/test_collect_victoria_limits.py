@@ -112,8 +112,9 @@ def test_a_limit_of_samples_that_one_instant_exceeds_splits_by_node(
 def test_a_limit_of_series_splits_the_series_by_node(
     victoria: VictoriaProcess, reference: Engine, tmp_path: Path
 ) -> None:
-    # gpu-node-a exports 8 GPUs, the fleet 17 (VictoriaMetrics 1.79 refuses a query matching as
-    # many series as the limit).
+    # gpu-node-a exports 8 GPUs, the fleet 17: a limit of 12 refuses the fleet and lets one node
+    # through (VictoriaMetrics refuses more series than the limit; `VictoriaProcess.load`
+    # registers each series once, so none is counted twice).
     restarted(victoria, ["-search.maxUniqueTimeseries=12"])
     engine = new_store(tmp_path / "s")
     with RecordingProxy(victoria.url) as proxy:
