@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from sqlalchemy import Engine
 
+from gpuwatch.app.shared import SharedAnswers
 from gpuwatch.app.snapshot import Snapshot, build_snapshot, release_memory, warming
 from gpuwatch.app.windows import is_window
 from gpuwatch.config import Settings
@@ -90,7 +91,9 @@ class DashboardData:
     serves once warm; without it the caller waits for the new snapshot, not warmed (tests). A
     new snapshot carries over which pinned results (recommendations per window) pages asked for
     in the last :data:`ASKED_KEEP_S` seconds, so the warm-up computes those again ahead of the
-    next visit; ``clock`` times those asks.
+    next visit; ``clock`` times those asks. With ``shared`` (``serve --workers N``), each
+    snapshot shares its expensive answers with the server's other workers
+    (:mod:`gpuwatch.app.shared`).
     """
 
     def __init__(
@@ -101,8 +104,10 @@ class DashboardData:
         refresh_s: float = 60.0,
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        shared: SharedAnswers | None = None,
     ) -> None:
         self.engine = engine
+        self.shared = shared
         self.settings = settings
         self.price_book = price_book_from(settings)
         self.policy = policy_from(settings)
@@ -121,6 +126,8 @@ class DashboardData:
     def _read(self) -> Snapshot:
         snapshot = build_snapshot(self.engine, self.price_book, self.policy)
         snapshot.clock = self.clock
+        if self.shared is not None:
+            snapshot.shared = self.shared.version(snapshot.marker)
         return snapshot
 
     def _serve(self, snapshot: Snapshot) -> Snapshot:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dash
@@ -19,6 +20,7 @@ from sqlalchemy import Engine
 
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.security import HEALTH_ENDPOINT, harden
+from gpuwatch.app.shared import SharedAnswers
 from gpuwatch.config import Settings
 
 PAGE_MODULES = (
@@ -98,13 +100,15 @@ def create_app(
     *,
     data: DashboardData | None = None,
     warm: bool = True,
+    shared_dir: Path | None = None,
 ) -> Dash:
     """A Dash app serving the dashboard on ``engine``.
 
     Every response carries the security headers of :mod:`gpuwatch.app.security`, and
     ``settings.dashboard.auth`` decides who may ask. With ``warm`` the first snapshot of the
     store and the default views are computed in a background thread right away, so the first
-    visitor does not wait for them.
+    visitor does not wait for them. ``shared_dir`` is the folder in which the workers of one
+    server share their expensive answers (:mod:`gpuwatch.app.shared`).
     """
     app = Dash(
         __name__,
@@ -118,7 +122,10 @@ def create_app(
     # Screen readers pick the language from the document (the default page names none).
     app.index_string = app.index_string.replace("<html>", '<html lang="en">', 1)
     harden(app, settings.dashboard)
-    data = data or DashboardData(engine, settings, refresh_s=settings.dashboard.refresh_s)
+    shared = None if shared_dir is None else SharedAnswers(shared_dir)
+    data = data or DashboardData(
+        engine, settings, refresh_s=settings.dashboard.refresh_s, shared=shared
+    )
     source = DataSource(engine, settings, data)
     for warmer in _warmers():
         source.data.warmers.append(_bound(warmer, source.data))

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 
 from gpuwatch.analytics.costing import unit_prices, unit_shares
 from gpuwatch.analytics.policy import AnalyticsPolicy
+from gpuwatch.app.shared import SharedVersion
 from gpuwatch.domain.durations import DAY_S, HOUR_S
 from gpuwatch.domain.pricing import PriceBook
 from gpuwatch.store import repository
@@ -86,6 +87,8 @@ class Snapshot:
     #: No snapshot served before this one in the process: its warm-up computes every default
     #: view, where later ones compute those of the pages asked for lately.
     first: bool = field(default=True, repr=False)
+    #: The answers this data version shares with the server's other workers, if it has any.
+    shared: SharedVersion | None = field(default=None, repr=False)
 
     @property
     def empty(self) -> bool:
@@ -103,12 +106,16 @@ class Snapshot:
         first = self.marker.raw_first_ts
         return self.end_ts if first is None else first - first % HOUR_S
 
-    def memo(self, key: Hashable, compute: Callable[[], T], *, pin: bool = False) -> T:
+    def memo(
+        self, key: Hashable, compute: Callable[[], T], *, pin: bool = False, share: bool = False
+    ) -> T:
         """``compute()`` once per key for this snapshot.
 
         The most recent :data:`MEMO_SIZE` results, at most :data:`MEMO_BYTES` of frames, are
         kept; ``pin`` keeps a result for the snapshot's life (the few expensive ones:
-        recommendations per window, weekly reports).
+        recommendations per window, weekly reports). With ``share`` (the expensive answers,
+        ``key`` naming its question in its ``repr``), a result another worker of the server
+        computed for this data version is read instead (:mod:`gpuwatch.app.shared`).
         """
         with self._lock:
             if pin and not getattr(_WARMING, "active", False):
@@ -120,7 +127,8 @@ class Snapshot:
                 self._memo.move_to_end(key)
                 found: T = self._memo[key][0]
                 return found
-        value = compute()
+        shared = self.shared if share else None
+        value = compute() if shared is None else shared.get(key, compute)
         with self._lock:
             if pin:
                 self._pinned[key] = value

@@ -238,7 +238,7 @@ def window_recommendations(snap: Snapshot, window: str) -> pd.DataFrame:
         placement = window_placement(rows, snap.nodes, snap.pods, sums)
         return recommend_from_stats(stats, ctx, data_hours(snap, window), efficiency, placement)
 
-    return snap.memo(recommendations_key(window), compute, pin=True)
+    return snap.memo(recommendations_key(window), compute, pin=True, share=True)
 
 
 #: The kind of a window's recommendations among the snapshot's pinned results.

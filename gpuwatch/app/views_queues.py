@@ -102,7 +102,7 @@ def scheduling(snap: Snapshot, window: str, policy: SchedulingPolicy) -> Schedul
         samples = hourly_rows(snap, f)
         return scheduling_of(samples, snap.pods, quotas, workloads, snap.price_book, policy, bounds)
 
-    return snap.memo(("scheduling", window, policy), compute, pin=True)
+    return snap.memo(("scheduling", window, policy), compute, pin=True, share=True)
 
 
 def team_queues(pods: pd.DataFrame, workloads: pd.DataFrame) -> pd.DataFrame:

@@ -129,7 +129,7 @@ def weekly_view(data: DashboardData, snap: Snapshot, week: str) -> WeeklyView:
         )
         return WeeklyView(frame, hours_with_data(inputs.samples, start_ts, end_ts))
 
-    return snap.memo(weekly_key(week), compute, pin=True)
+    return snap.memo(weekly_key(week), compute, pin=True, share=True)
 
 
 WEEKLY = "weekly"

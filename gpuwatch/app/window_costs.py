@@ -107,7 +107,7 @@ def span_sums(snap: Snapshot, start_ts: int, end_ts: int) -> WindowSums:
             (start_ts, end_ts),
         )
 
-    return snap.memo(("span_sums", start_ts, end_ts), compute)
+    return snap.memo(("span_sums", start_ts, end_ts), compute, share=True)
 
 
 def span_cost_rows(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:

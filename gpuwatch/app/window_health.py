@@ -30,7 +30,7 @@ def _read(
         start, end = windows.bounds(window, snap.end_ts)
         return read(snap.engine, start, end, snap.pods)
 
-    return snap.memo((kind, window), compute)
+    return snap.memo((kind, window), compute, share=True)
 
 
 def health_window(snap: Snapshot, window: str) -> pd.DataFrame:

@@ -67,7 +67,7 @@ def _read(snap: Snapshot, start_ts: int, end_ts: int) -> pd.DataFrame:
             snap.engine, snap.pods, snap.price_book, start_ts=start_ts, end_ts=end_ts
         )
 
-    return snap.memo(("hourly_rows", start_ts, end_ts), compute)
+    return snap.memo(("hourly_rows", start_ts, end_ts), compute, share=True)
 
 
 def _between(rows: pd.DataFrame, start_ts: int, end_ts: int) -> pd.DataFrame:

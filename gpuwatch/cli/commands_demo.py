@@ -133,7 +133,7 @@ def point_commands_at_demo(app: AppContext, path: Path, folder: Path) -> None:
 
 def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int, workers: int = 1) -> None:
     from gpuwatch.app.server import create_app
-    from gpuwatch.cli.wsgi import serve_threads, serve_workers
+    from gpuwatch.cli.wsgi import serve_threads, serve_workers, shared_folder
 
     settings = app_ctx.settings
     threads = settings.dashboard.threads
@@ -144,16 +144,18 @@ def _serve(engine: Engine, app_ctx: AppContext, host: str, port: int, workers: i
         return
     url = engine.url
     engine.dispose()
+    with shared_folder() as shared:
 
-    def one_worker() -> Any:
-        return create_app(make_engine(url.render_as_string(hide_password=False)), settings).server
+        def one_worker() -> Any:
+            worker_engine = make_engine(url.render_as_string(hide_password=False))
+            return create_app(worker_engine, settings, shared_dir=shared).server
 
-    click.echo(
-        f"gpuwatch: dashboard on {where} with {workers} workers × {threads} threads "
-        "(Ctrl+C to stop)",
-        err=True,
-    )
-    serve_workers(one_worker, host, port, workers, threads)
+        click.echo(
+            f"gpuwatch: dashboard on {where} with {workers} workers × {threads} threads "
+            "(Ctrl+C to stop)",
+            err=True,
+        )
+        serve_workers(one_worker, host, port, workers, threads)
 
 
 @click.command()

@@ -8,7 +8,12 @@ connections must never cross a fork). The master restarts a worker that dies.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from gpuwatch.cli.context import RuntimeFailure
@@ -19,6 +24,22 @@ WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 30
 
 WsgiApp = Callable[..., Any]
+
+
+@contextmanager
+def shared_folder() -> Iterator[Path]:
+    """A folder of this user's only (mode 0700) in which the workers share their expensive
+    answers (:mod:`gpuwatch.app.shared`), in the temporary folder (``TMPDIR``), removed when
+    the server stops. Only the process that made it removes it: a worker leaving the block
+    when it exits (gunicorn ends a worker with ``SystemExit`` in the forked process) does not.
+    """
+    owner = os.getpid()
+    folder = Path(tempfile.mkdtemp(prefix="gpuwatch-serve-"))
+    try:
+        yield folder
+    finally:
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def serve_threads(app: WsgiApp, host: str, port: int, threads: int) -> None:
