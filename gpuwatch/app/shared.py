@@ -40,8 +40,10 @@ from typing import TypeVar
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: Seconds after which a data version's folder that no worker used is removed.
-KEEP_UNUSED_S = 300.0
+#: Seconds after which a data version's folder that no worker used is removed: workers move to a
+#: new data version within ``dashboard.refresh_s`` and a warm-up of it; one still serving an
+#: older version after that computes what it asks for itself.
+KEEP_UNUSED_S = 120.0
 
 
 def _digest(text: str) -> str:
@@ -72,6 +74,9 @@ class SharedVersion:
             try:
                 os.utime(self.folder)
                 held.enter_context(_locked(self.folder / f"{name}.lock"))
+            except FileNotFoundError:  # an older data version, removed as unused
+                log.info("shared answers of %s removed: computing %r here", self.folder, key)
+                return compute()
             except OSError as exc:
                 log.warning("shared answers in %s unusable (%s): computing here", self.folder, exc)
                 return compute()

@@ -19,10 +19,17 @@ Reader = Callable[[Engine, int, int, pd.DataFrame], pd.DataFrame]
 
 
 def _read(
-    snap: Snapshot, window: str, kind: str, columns: tuple[Column, ...], read: Reader
+    snap: Snapshot,
+    window: str,
+    kind: str,
+    columns: tuple[Column, ...],
+    read: Reader,
+    *,
+    share: bool = False,
 ) -> pd.DataFrame:
-    """``read(engine, start, end, pods)`` over the window's bounds, memoized by ``kind`` and window;
-    an empty frame of ``columns`` without a store or data."""
+    """``read(engine, start, end, pods)`` over the window's bounds, memoized by ``kind`` and window
+    (``share``: shared with the server's other workers); an empty frame of ``columns`` without a
+    store or data."""
 
     def compute() -> pd.DataFrame:
         if snap.engine is None or snap.empty:
@@ -30,12 +37,13 @@ def _read(
         start, end = windows.bounds(window, snap.end_ts)
         return read(snap.engine, start, end, snap.pods)
 
-    return snap.memo((kind, window), compute, share=True)
+    return snap.memo((kind, window), compute, share=share)
 
 
 def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
     """The health rows (:data:`~gpuwatch.domain.frames.HEALTH_COLUMNS`) of the window, as the
-    store returns them (never modify them)."""
+    store returns them (never modify them). Not shared between workers: at 2,000 GPUs a week's
+    rows are 184 MiB, which each data version would write again."""
 
     def read(engine: Engine, start: int, end: int, pods: pd.DataFrame) -> pd.DataFrame:
         return repository.load_health_hourly(engine, start, end, pods=pods)
@@ -46,4 +54,5 @@ def health_window(snap: Snapshot, window: str) -> pd.DataFrame:
 def health_sums_window(snap: Snapshot, window: str) -> pd.DataFrame:
     """The window's health roll-up summed per (unit, pod) in the store
     (:data:`~gpuwatch.domain.frames.HEALTH_SUM_COLUMNS`)."""
-    return _read(snap, window, "health_sums", HEALTH_SUM_COLUMNS, repository.load_health_sums)
+    read = repository.load_health_sums
+    return _read(snap, window, "health_sums", HEALTH_SUM_COLUMNS, read, share=True)
