@@ -17,12 +17,9 @@ from sqlalchemy import Engine, text
 from gpuwatch.app import views, window_hourly
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.shared import SharedAnswers
-from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
-from gpuwatch.store.engine import make_engine
+from tests.support.dash_app import demo_engine
 from tests.support.prometheus import wait_until
-
-NOW_TS = 1_794_823_200
 
 
 def _private(folder: Path) -> Path:
@@ -129,11 +126,8 @@ def test_a_removed_folder_or_an_unreadable_answer_is_computed_here(
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
-    build_demo_database(path, days=4, step_s=1800, seed=3, now_ts=NOW_TS)
-    engine = make_engine(f"sqlite:///{path}")
-    yield engine
-    engine.dispose()
+    with demo_engine(Path(tmp_path_factory.mktemp("fleet")), days=4, step_s=1800, seed=3) as engine:
+        yield engine
 
 
 def _computing_fails(monkeypatch: pytest.MonkeyPatch) -> None:

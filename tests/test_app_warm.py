@@ -15,20 +15,14 @@ from gpuwatch.app.data import ASKED_KEEP_S, DEFAULT_WINDOW, DashboardData, Snaps
 from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import recommendations_key, window_recommendations
 from gpuwatch.app.views_store import default_week, weekly, weekly_key
-from gpuwatch.cli.commands_demo import build_demo_database
 from gpuwatch.config import Settings
-from gpuwatch.store.engine import make_engine
-
-NOW_TS = 1_794_823_200
+from tests.support.dash_app import demo_engine
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    path = Path(tmp_path_factory.mktemp("fleet")) / "fleet.db"
-    build_demo_database(path, days=4, step_s=1800, seed=3, now_ts=NOW_TS)
-    engine = make_engine(f"sqlite:///{path}")
-    yield engine
-    engine.dispose()
+    with demo_engine(Path(tmp_path_factory.mktemp("fleet")), days=4, step_s=1800, seed=3) as engine:
+        yield engine
 
 
 def _new_data(engine: Engine) -> None:

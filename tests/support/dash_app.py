@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dash import Dash
+from sqlalchemy import Engine
 
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.server import create_app
@@ -16,6 +17,18 @@ from gpuwatch.store.engine import make_engine
 
 #: The instant the test fleets end at: 2026-11-16 10:00 UTC, a Monday.
 NOW_TS = 1_794_823_200
+
+
+@contextmanager
+def demo_engine(folder: Path, *, days: int, step_s: int, seed: int) -> Iterator[Engine]:
+    """A demo fleet of ``days`` built in ``folder``, ending at :data:`NOW_TS`."""
+    path = folder / "fleet.db"
+    build_demo_database(path, days=days, step_s=step_s, seed=seed, now_ts=NOW_TS)
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 @contextmanager
