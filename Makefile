@@ -45,6 +45,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy bench
 
 layers: $(STAMP)
 	$(BIN)/lint-imports

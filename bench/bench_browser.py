@@ -98,7 +98,7 @@ def _browser() -> Any:
 def _open(driver: Any, url: str, page: str, timeout_s: float) -> float:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.wait import WebDriverWait
 
     began = time.perf_counter()
     driver.get(url)

@@ -85,7 +85,7 @@ def child_collect(
 def child_floor(prom_url: str, start_ts: int, end_ts: int, step_s: int) -> None:
     """In a fresh process: send every page's range requests, answers read and dropped."""
     from gpuwatch.cli.commands_collect import prometheus_source
-    from gpuwatch.collectors import prometheus, promjson
+    from gpuwatch.collectors import promjson
     from gpuwatch.collectors.collect import Window
 
     settings = _settings("sqlite://", prom_url, step_s)
@@ -99,7 +99,7 @@ def child_floor(prom_url: str, start_ts: int, end_ts: int, step_s: int) -> None:
         none = promjson.empty_matrix()
         return promjson.Matrix([{}] * body.count(b'{"metric":'), none.counts, none.ts, none.ts, [])
 
-    prometheus.promjson.decode = series_only  # type: ignore[assignment]
+    promjson.decode = series_only
     pages = Window(start_ts, end_ts, step_s, page_s).pages()
     started = time.perf_counter()
     for lo, hi in pages:
@@ -137,9 +137,8 @@ def _warm_prometheus(prom_url: str, size: fleetgen.Size) -> None:
     import requests
 
     query = f"count(count_over_time(DCGM_FI_DEV_FB_USED[{size.end_ts - size.start_ts}s]))"
-    requests.get(
-        f"{prom_url}/api/v1/query", params={"query": query, "time": size.end_ts}, timeout=600
-    ).raise_for_status()
+    params: dict[str, str | int] = {"query": query, "time": size.end_ts}
+    requests.get(f"{prom_url}/api/v1/query", params=params, timeout=600).raise_for_status()
 
 
 def _child_args(db_url: str, prom: str, lo: int, hi: int, step: int, warm: int) -> list[str]:

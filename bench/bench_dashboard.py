@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +41,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gpuwatch.app.data import WINDOWS, DashboardData, Filters, Snapshot  # noqa: E402
+from gpuwatch.app.data import DashboardData, Filters, Snapshot  # noqa: E402
 from gpuwatch.app.server import create_app  # noqa: E402
 from gpuwatch.app.views import options, window_bounds, workloads  # noqa: E402
 from gpuwatch.app.window_costs import span_sums  # noqa: E402
 from gpuwatch.app.window_hourly import window_hourly  # noqa: E402
+from gpuwatch.app.windows import ROLLING  # noqa: E402
 from gpuwatch.config import Settings  # noqa: E402
 from gpuwatch.store.engine import make_engine  # noqa: E402
+
+#: The rolling windows of the filter bar.
+WINDOWS = tuple(ROLLING)
 
 PAGES = (
     "overview",
@@ -162,7 +167,8 @@ def run(db: str, samples: int) -> None:
         began = time.perf_counter()
         data.warm(snap)
         warm_s = time.perf_counter() - began
-        queries = {name: {} for name in PAGES} | detail_queries(snap)
+        queries: dict[str, dict[str, Any]] = {name: {} for name in PAGES}
+        queries |= detail_queries(snap)
         print(
             f"store: {db}: {snap.marker.last_ts} last sample, {len(snap.units)} GPU units, "
             f"{len(snap.pods):,} pods"
@@ -186,24 +192,22 @@ def run(db: str, samples: int) -> None:
         for _ in range(samples):
             snap.forget()
             for name in PAGES:
-                cold[name].append(timed(lambda n=name: pages[n].layout(**queries[n])))
+                cold[name].append(timed(partial(pages[name].layout, **queries[name])))
             snap.forget()
             data.warm(snap)
             for name in PAGES:
-                first[name].append(timed(lambda n=name: pages[n].layout(**queries[n])))
+                first[name].append(timed(partial(pages[name].layout, **queries[name])))
         for name in PAGES:
             print(row(f"{name}: first load", first[name]))
         for name in PAGES:
             print(row(f"{name}: first load, no warm-up", cold[name]))
         changes = filter_changes(snap)
         for name in FILTERED:
-            values = [timed(lambda n=name, q=q: pages[n].layout(**q)) for q in changes]
+            values = [timed(partial(pages[name].layout, **q)) for q in changes]
             print(row(f"{name}: filter change", values))
         windows = [{"window": w} for w in WINDOWS]
         for name in ("workload", "node", "gpu"):
-            values = [
-                timed(lambda n=name, q=q: pages[n].layout(**queries[n], **q)) for q in windows
-            ]
+            values = [timed(partial(pages[name].layout, **queries[name], **q)) for q in windows]
             print(row(f"{name}: window change", values))
     print(f"\npeak RSS of the process: {peak_rss_mib():.0f} MiB")
     engine.dispose()

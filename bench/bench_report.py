@@ -354,7 +354,8 @@ def main() -> None:
     )
     tsdb = None if args.no_baseline else fleetgen.ensure_tsdb(size)
     measures = _gpuwatch(size, backends, args, gpus)
-    baseline, prom_values = None, {}
+    baseline: S.Measure | None = None
+    prom_values: dict[str, list[float]] = {}
     if tsdb is not None:
         baseline, prom_values = _baseline(tsdb, size, args.runs, gpus)
         measures.append(baseline)

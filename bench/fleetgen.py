@@ -208,7 +208,7 @@ def window_data(fleet: Fleet, start_ts: int, end_ts: int, step_s: int) -> Simula
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 PROF_UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-FAMILIES = (
+FAMILIES: tuple[str, ...] = (
     PROF_UTIL,
     GPU_UTIL,
     "DCGM_FI_DEV_FB_USED",
@@ -345,7 +345,8 @@ def _window_columns(fleet: Fleet, samples: pd.DataFrame) -> _Window:
     ts = samples["ts"].to_numpy(np.int64)
 
     def per_unit(values: list[bool]) -> np.ndarray:
-        return np.array(values)[unit]
+        chosen: np.ndarray = np.array(values)[unit]
+        return chosen
 
     return _Window(
         unit=unit,
@@ -424,7 +425,9 @@ def _unit_values(w: _Window, keep: np.ndarray) -> dict[str, np.ndarray]:
     } | {family: values[keep] for family, values in w.health.items()}
 
 
-def _device_rows(fleet: Fleet, w: _Window) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
+def _device_rows(
+    fleet: Fleet, w: _Window
+) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """The device-level series of time-sliced GPUs (the sum over their slots): label texts,
     per row the index into those texts, the instants and the values per family."""
     on = w.shared
