@@ -14,7 +14,10 @@ function, JSON encoding included (what one page request costs the server):
 - ``store cost sums``: the store summing one window's cost and GPU rows, uncached (daily sums
   for its whole UTC days whose sums are built, hourly rows for the rest);
 - ``store hourly rows``: the store's hourly rows of one window read and costed, uncached (what
-  the capacity chart, heatmaps, recommendations and health views read).
+  the capacity chart, heatmaps, recommendations and health views read);
+- ``warm-up CPU with several workers``: the warm-up's CPU seconds in the first worker of a
+  server, which computes the shared answers, and in each other one, which reads them
+  (:mod:`gpuwatch.app.shared`).
 
 Prints p50 (median), p95 and max in milliseconds per row, the snapshot's read time, the size
 of its frames (no samples: pages read those per window), and the process's RSS after the
@@ -29,6 +32,7 @@ import json
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import plotly.utils
+from sqlalchemy import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -43,6 +48,7 @@ if str(ROOT) not in sys.path:
 
 from gpuwatch.app.data import DashboardData, Filters, Snapshot  # noqa: E402
 from gpuwatch.app.server import create_app  # noqa: E402
+from gpuwatch.app.shared import SharedAnswers  # noqa: E402
 from gpuwatch.app.views import options, window_bounds, workloads  # noqa: E402
 from gpuwatch.app.window_costs import span_sums  # noqa: E402
 from gpuwatch.app.window_hourly import window_hourly  # noqa: E402
@@ -153,6 +159,23 @@ def filter_changes(snap: Snapshot) -> list[dict[str, str]]:
     return changes
 
 
+def shared_warm_ups(engine: Engine, settings: Settings) -> tuple[float, float]:
+    """CPU seconds of the default views' warm-up in the first worker of a server (computes and
+    writes the shared answers) and in a second one (reads them): ``serve --workers N``."""
+    with tempfile.TemporaryDirectory(prefix="gpuwatch-bench-") as folder:
+        cpu = []
+        for _ in range(2):
+            data = DashboardData(
+                engine, settings, background=False, shared=SharedAnswers(Path(folder))
+            )
+            app = create_app(engine, settings, data=data, warm=False)
+            with app.server.app_context():
+                began = time.process_time()
+                data.warm(data.current())
+                cpu.append(time.process_time() - began)
+    return cpu[0], cpu[1]
+
+
 def run(db: str, samples: int) -> None:
     engine = make_engine(f"sqlite:///{Path(db).resolve()}")
     settings = Settings()
@@ -181,6 +204,11 @@ def run(db: str, samples: int) -> None:
         print(
             f"warm-up of the default views (background, after the build): {warm_s:.2f} s; "
             f"RSS after it {rss_mib():.0f} MiB\n"
+        )
+        first_cpu, second_cpu = shared_warm_ups(engine, settings)
+        print(
+            f"warm-up CPU with several workers (answers shared): first worker {first_cpu:.2f} s, "
+            f"each other worker {second_cpu:.2f} s\n"
         )
         print(f"{'page / action':<44} {'n':>4} {'p50':>9} {'p95':>9} {'max':>9}  (ms)")
         for window in WINDOWS:

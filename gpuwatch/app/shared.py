@@ -2,10 +2,10 @@
 
 Each worker keeps its own bounded memo per data version (:meth:`gpuwatch.app.snapshot.Snapshot.
 memo`). The expensive answers (a window's hourly rows a week at a time, its daily sums, health
-sums and recommendations, a week's report) are also written to a folder that the server makes
-for its life, so that one worker computes each of them and the others read it: N workers cost
-the CPU of one per data version, and a window one worker answered is answered by every worker
-at the cost of reading a file.
+sums, recommendations, scheduling and health views, a week's report, the stored alerts) are also
+written to a folder that the server makes for its life, so that one worker computes each of them
+and the others read it: N workers cost the CPU of one per data version, and a window one worker
+answered is answered by every worker at the cost of reading a file.
 
 - **Keyed by the data version and the question.** A data version (the store's last-write mark,
   :class:`~gpuwatch.store.repository.DataMarker`) has a folder of its own; a folder no worker

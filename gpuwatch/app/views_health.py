@@ -154,7 +154,7 @@ def health_view(snap: Snapshot, f: Filters, policy: HealthPolicy) -> HealthView:
         readings = Readings.of_sums(sums, view.readings.error_counts)
         return replace(view, gpus=gpus, readings=readings)
 
-    return snap.memo(("health_view", f, policy), compute)
+    return snap.memo(("health_view", f, policy), compute, share=True)
 
 
 def unit_ids(units: pd.DataFrame) -> dict[tuple[str, str], int]:

@@ -173,7 +173,7 @@ def stored_alerts(data: DashboardData, snap: Snapshot) -> list[Evaluation]:
         samples = drop_gpuless_pods(samples, snap.pods)
         return evaluate_core(samples, table, last, params.exporter_namespaces)
 
-    return snap.memo(("stored_alerts",), compute, pin=True)
+    return snap.memo(("stored_alerts",), compute, pin=True, share=True)
 
 
 @dataclass(frozen=True)
