@@ -12,8 +12,8 @@ headless Chromium (Debian's ``chromium`` and ``chromium-driver``):
   GPU model, a window), as the filter bar's links do; a whole page load, so an upper bound of
   a change inside the page.
 
-Prints median, min and max per page over ``--runs`` runs, and the resident memory of each
-worker at the end (Linux ``/proc``).
+
+
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def _children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def _rss_mib(pid: int) -> float:
+def _rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory now (``VmRSS``) or at its peak (``VmHWM``), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024.0
     return float("nan")
 
@@ -130,6 +131,7 @@ class BrowserFigures:
     first_load_s: dict[str, list[float]] = field(default_factory=dict)
     filter_change_s: dict[str, list[float]] = field(default_factory=dict)
     worker_rss_mib: list[float] = field(default_factory=list)
+    worker_peak_mib: list[float] = field(default_factory=list)
 
 
 def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigures:
@@ -166,9 +168,13 @@ def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigure
                 print(_line(f"{page}: filter change", values), flush=True)
         finally:
             driver.quit()
-        figures.worker_rss_mib = [_rss_mib(child) for child in _children(pid) or [pid]]
+        workers_now = _children(pid) or [pid]
+        figures.worker_rss_mib = [_rss_mib(child) for child in workers_now]
+        figures.worker_peak_mib = [_rss_mib(child, "VmHWM") for child in workers_now]
         rss = figures.worker_rss_mib
+        peak = figures.worker_peak_mib
         print(f"\nworker RSS MiB: {', '.join(f'{r:.0f}' for r in rss)} (max {max(rss):.0f})")
+        print(f"worker peak RSS MiB: {', '.join(f'{r:.0f}' for r in peak)} (max {max(peak):.0f})")
     return figures
 
 

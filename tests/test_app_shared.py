@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from flask import Flask
 from sqlalchemy import Engine, text
 
-from gpuwatch.app import views, window_hourly
+from gpuwatch.app import server, views, window_hourly
 from gpuwatch.app.data import DashboardData
 from gpuwatch.app.shared import SharedAnswers
+from gpuwatch.app.snapshot import MEMO_BYTES, SHARED_MEMO_BYTES
 from gpuwatch.config import Settings
 from tests.support.dash_app import demo_engine
 from tests.support.prometheus import wait_until
@@ -157,3 +159,30 @@ def test_a_worker_reads_the_recommendations_another_computed(
         conn.execute(text("UPDATE collection_state SET updated_ts = updated_ts + 60"))
     with pytest.raises(AssertionError, match="computed although"):
         views.window_recommendations(second.current(), "3d")
+
+
+def test_a_sharing_worker_keeps_fewer_frames(engine: Engine, tmp_path: Path) -> None:
+    shared = SharedAnswers(_private(tmp_path / "shared"))
+    sharing = DashboardData(engine, Settings(), background=False, shared=shared).current()
+    alone = DashboardData(engine, Settings(), background=False).current()
+    assert (sharing.memo_bytes, alone.memo_bytes) == (SHARED_MEMO_BYTES, None)
+    assert SHARED_MEMO_BYTES < MEMO_BYTES
+
+
+def test_a_long_request_hands_freed_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[str] = []
+    monkeypatch.setattr(server, "release_memory", lambda: trims.append("trim"))
+    now = [100.0]
+    app = Flask(__name__)
+    server.trim_after_long_requests(app, clock=lambda: now[0])
+
+    @app.route("/took/<int:ms>")
+    def took(ms: int) -> str:
+        now[0] += ms / 1000.0
+        return "ok"
+
+    client = app.test_client()
+    assert client.get("/took/150").status_code == 200
+    assert trims == []
+    assert client.get("/took/200").status_code == 200
+    assert trims == ["trim"]
