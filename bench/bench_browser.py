@@ -12,8 +12,8 @@ headless Chromium (Debian's ``chromium`` and ``chromium-driver``):
   GPU model, a window), as the filter bar's links do; a whole page load, so an upper bound of
   a change inside the page.
 
-
-
+Prints median, min and max per page over ``--runs`` runs, and each worker's resident memory at
+the end and at its peak (Linux ``/proc``: ``VmRSS``, ``VmHWM``).
 """
 
 from __future__ import annotations
