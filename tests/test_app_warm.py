@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from sqlalchemy import Engine, text
@@ -15,7 +16,9 @@ from gpuwatch.app.data import ASKED_KEEP_S, DEFAULT_WINDOW, DashboardData, Snaps
 from gpuwatch.app.server import create_app, data_source
 from gpuwatch.app.views import recommendations_key, window_recommendations
 from gpuwatch.app.views_store import default_week, weekly, weekly_key
+from gpuwatch.app.windows import PRESETS
 from gpuwatch.config import Settings
+from gpuwatch.config.sections import DashboardSettings, WarmWindow
 from tests.support.dash_app import demo_engine
 
 
@@ -121,3 +124,22 @@ def test_the_week_s_report_is_warmed_first_then_only_when_a_page_asked(engine: E
         third = data.current()
         data.warm(third)
         assert weekly_key(week) in third._pinned and third.asked[weekly_key(week)] == 30_000.0
+
+
+def test_the_warm_up_computes_the_windows_set_to_be_warm(engine: Engine) -> None:
+    settings = Settings(dashboard=DashboardSettings(warm_windows=["3d", "14d", "3d"]))
+    warm_set = DashboardData(engine, settings, background=False)
+    plain = DashboardData(engine, Settings(), background=False)
+    for data, expected in ((warm_set, True), (plain, False)):
+        app = create_app(engine, data.settings, data=data, warm=False)
+        with app.server.app_context():
+            snapshot = data.current()
+            data.warm(snapshot)
+        for window in ("3d", "14d"):
+            assert (recommendations_key(window) in snapshot._pinned) is expected, window
+        assert recommendations_key("30d") not in snapshot._pinned
+        assert not snapshot.asked  # the warm-up is nobody's ask
+
+
+def test_the_windows_that_may_be_warm_are_the_filter_bars_presets() -> None:
+    assert set(get_args(WarmWindow)) == set(PRESETS)

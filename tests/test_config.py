@@ -94,6 +94,10 @@ def test_config_file_comes_from_the_environment_variable(tmp_path: Path) -> None
             "dashboard:\n  refresh_s: 0\n",
             r"^dashboard\.refresh_s in config file .*greater than or equal to 1",
         ),
+        (
+            "dashboard:\n  warm_windows: [7d, 5d]\n",
+            r"^dashboard\.warm_windows\.1 in config file .*: Input should be '24h'",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_the_file(tmp_path: Path, text: str, expected: str) -> None:

@@ -345,6 +345,10 @@ NODE_POOL_LABELS = (
 )
 
 
+#: The filter bar's preset windows (:data:`gpuwatch.app.windows.PRESETS`).
+WarmWindow = Literal["24h", "3d", "7d", "14d", "30d", "mtd", "last-month"]
+
+
 class DashboardSettings(_Section):
     """Who may open the dashboard: nobody is asked (none), HTTP basic, or a trusted proxy."""
 
@@ -365,6 +369,9 @@ class DashboardSettings(_Section):
     )
     #: Pod labels offered by Cost over time's "aggregate by" (``app.kubernetes.io/part-of``).
     pod_labels: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    #: Windows whose Overview (recommendations included) each data version's warm-up computes
+    #: ahead, beside the default view and the windows asked for lately (docs/dashboard.md).
+    warm_windows: list[WarmWindow] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _complete(self) -> DashboardSettings:

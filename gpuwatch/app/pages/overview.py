@@ -306,10 +306,14 @@ def layout(**query: Any) -> html.Div:
 
 
 def warm(data: DashboardData, snap: Snapshot) -> None:
-    """The default view, computed ahead of the first visit."""
+    """The default view, and that of each of ``dashboard.warm_windows``, computed ahead of the
+    first visit."""
     if not snap.empty:
         settings = data.settings
-        body(snap, Filters(), settings.thresholds.idle_util_pct, settings.scheduling.policy())
+        idle_pct, policy = settings.thresholds.idle_util_pct, settings.scheduling.policy()
+        body(snap, Filters(), idle_pct, policy)
+        for window in dict.fromkeys(settings.dashboard.warm_windows):
+            body(snap, Filters(window=window), idle_pct, policy)
 
 
 dash.register_page(  # type: ignore[no-untyped-call]
