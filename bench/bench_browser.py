@@ -19,12 +19,13 @@ the end and at its peak (Linux ``/proc``: ``VmRSS``, ``VmHWM``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,10 +70,14 @@ def _rss_mib(pid: int, field: str = "VmRSS") -> float:
 
 
 @contextmanager
-def serving(db_url: str, workers: int, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def serving(
+    db_url: str, workers: int, log: Path, warm_windows: Sequence[str] = ()
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
     env["GPUWATCH_DATABASE_URL"] = db_url
+    if warm_windows:
+        env["GPUWATCH_DASHBOARD__WARM_WINDOWS"] = json.dumps(list(warm_windows))
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -134,11 +139,13 @@ class BrowserFigures:
     worker_peak_mib: list[float] = field(default_factory=list)
 
 
-def run(db_url: str, workers: int, runs: int, timeout_s: float) -> BrowserFigures:
+def run(
+    db_url: str, workers: int, runs: int, timeout_s: float, warm_windows: Sequence[str] = ()
+) -> BrowserFigures:
     print(machine_line())
     figures = BrowserFigures()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "gpuwatch-bench-serve.log"
-    with serving(db_url, workers, log) as (base, process):
+    with serving(db_url, workers, log, warm_windows) as (base, process):
         pid = process.pid
 
         def started() -> bool:
@@ -184,8 +191,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per wait")
+    parser.add_argument(
+        "--warm-windows",
+        default="",
+        help="dashboard.warm_windows for the server, comma-separated (e.g. 24h,3d,14d,30d)",
+    )
     args = parser.parse_args()
-    run(args.db, args.workers, args.runs, args.timeout)
+    warm = [w for w in args.warm_windows.split(",") if w]
+    run(args.db, args.workers, args.runs, args.timeout, warm)
 
 
 if __name__ == "__main__":
