@@ -165,7 +165,7 @@ def test_a_sharing_worker_keeps_fewer_frames(engine: Engine, tmp_path: Path) -> 
     shared = SharedAnswers(_private(tmp_path / "shared"))
     sharing = DashboardData(engine, Settings(), background=False, shared=shared).current()
     alone = DashboardData(engine, Settings(), background=False).current()
-    assert (sharing.memo_bytes, alone.memo_bytes) == (SHARED_MEMO_BYTES, None)
+    assert (sharing.memo_bytes, alone.memo_bytes) == (SHARED_MEMO_BYTES, MEMO_BYTES)
     assert SHARED_MEMO_BYTES < MEMO_BYTES
 
 

@@ -20,13 +20,7 @@ from urllib.parse import urlencode
 from sqlalchemy import Engine
 
 from gpuwatch.app.shared import SharedAnswers
-from gpuwatch.app.snapshot import (
-    SHARED_MEMO_BYTES,
-    Snapshot,
-    build_snapshot,
-    release_memory,
-    warming,
-)
+from gpuwatch.app.snapshot import Snapshot, build_snapshot, release_memory, warming
 from gpuwatch.app.windows import is_window
 from gpuwatch.config import Settings
 from gpuwatch.report.inputs import policy_from, price_book_from
@@ -134,8 +128,6 @@ class DashboardData:
         snapshot.clock = self.clock
         if self.shared is not None:
             snapshot.shared = self.shared.version(snapshot.marker)
-        if snapshot.shared is not None:
-            snapshot.memo_bytes = SHARED_MEMO_BYTES
         return snapshot
 
     def _serve(self, snapshot: Snapshot) -> Snapshot:

@@ -93,8 +93,6 @@ class Snapshot:
     first: bool = field(default=True, repr=False)
     #: The answers this data version shares with the server's other workers, if it has any.
     shared: SharedVersion | None = field(default=None, repr=False)
-    #: Bytes of memoized frames kept (:data:`MEMO_BYTES` when None).
-    memo_bytes: int | None = field(default=None, repr=False)
 
     @property
     def empty(self) -> bool:
@@ -111,6 +109,12 @@ class Snapshot:
         """Raw samples are kept from this hour on; earlier hours have roll-ups only."""
         first = self.marker.raw_first_ts
         return self.end_ts if first is None else first - first % HOUR_S
+
+    @property
+    def memo_bytes(self) -> int:
+        """Bytes of memoized frames kept: :data:`SHARED_MEMO_BYTES` when the answers are shared
+        (an evicted one is read back), else :data:`MEMO_BYTES`."""
+        return MEMO_BYTES if self.shared is None else SHARED_MEMO_BYTES
 
     def memo(
         self, key: Hashable, compute: Callable[[], T], *, pin: bool = False, share: bool = False
@@ -137,7 +141,7 @@ class Snapshot:
         value = compute() if shared is None else shared.get(key, compute)
         if shared is not None and pin:
             release_memory()  # what computing an expensive answer held
-        bound = MEMO_BYTES if self.memo_bytes is None else self.memo_bytes
+        bound = self.memo_bytes
         with self._lock:
             if pin:
                 self._pinned[key] = value
