@@ -32,6 +32,14 @@ def _get(url: str) -> tuple[int, bytes]:
         return 0, b""
 
 
+Identity = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _identity(item: Series) -> Identity:
+    """What names one series: its metric and its labels, in order."""
+    return item.metric, tuple(sorted(item.labels.items()))
+
+
 def _lines(series: Iterable[Series]) -> Iterator[str]:
     """Prometheus text lines with millisecond timestamps, as ``/api/v1/import/prometheus``
     takes them."""
@@ -96,7 +104,7 @@ class VictoriaProcess:
         _get(f"{self.url}/internal/force_flush")
         first = min(ts for item in series for ts, _ in item.points[:1])
         last = max(ts for item in series for ts, _ in item.points[-1:])
-        wanted = len({(s.metric, tuple(sorted(s.labels.items()))) for s in series if s.points})
+        wanted = len({_identity(s) for s in series if s.points})
         query = urllib.parse.urlencode({"match[]": '{__name__=~".+"}', "start": first, "end": last})
 
         def loaded() -> bool:
@@ -109,9 +117,9 @@ class VictoriaProcess:
     def _check_registered_once(self, series: Sequence[Series]) -> None:
         """Each UTC day's count of series ids (``/api/v1/status/tsdb``) is the number of series
         with a sample that day."""
-        days: dict[str, set[tuple[str, tuple[tuple[str, str], ...]]]] = {}
+        days: dict[str, set[Identity]] = {}
         for item in series:
-            key = (item.metric, tuple(sorted(item.labels.items())))
+            key = _identity(item)
             for day in {time.strftime("%Y-%m-%d", time.gmtime(ts)) for ts, _ in item.points}:
                 days.setdefault(day, set()).add(key)
         for day, keys in sorted(days.items()):
