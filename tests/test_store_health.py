@@ -203,8 +203,9 @@ def _same(got: list[tuple[object, ...]], want: list[tuple[object, ...]]) -> None
 
 
 def test_the_roll_up_in_memory_gives_the_sql_rows(migrated_engine: Engine) -> None:
-    """Every hour rolled up from the table (``roll_up``), then again from the samples in
-    memory, every other hour each way: the same rows."""
+    """Every hour rolled up from the table (``roll_up``), then the samples written again with
+    their hours rolled up in memory, every other hour each way or all of them: the same
+    rows."""
     from gpuwatch.store import rollup
 
     with migrated_engine.begin() as conn:
@@ -215,16 +216,18 @@ def test_the_roll_up_in_memory_gives_the_sql_rows(migrated_engine: Engine) -> No
         writer.write_unique_samples(conn, samples)
         rollup.roll_up(conn, H0, H0 + 3 * 3600)
         by_sql = _rows(conn)
-        conn.execute(sa.text("DELETE FROM gpu_health_hourly"))
-        rollup.roll_up_written(conn, samples, {H0, H0 + 7200})
-        mixed = _rows(conn)
-        conn.execute(sa.text("DELETE FROM gpu_health_hourly"))
-        rollup.roll_up_written(conn, samples, {H0, H0 + 3600, H0 + 7200})
-        in_memory = _rows(conn)
+        found = []
+        for fresh in ({H0, H0 + 7200}, {H0, H0 + 3600, H0 + 7200}):
+            # written again: the fresh hours rolled up beside the write, the others from the
+            # table after it
+            conn.execute(sa.text("DELETE FROM gpu_health_hourly"))
+            conn.execute(sa.text("DELETE FROM gpu_samples"))
+            rollup.write_and_roll_up(conn, samples, fresh)
+            found.append(_rows(conn))
     # of the 3 hours x 3 GPUs x (2 pods and none) groups, those with samples (seeded draw)
     assert len(by_sql) == 26
-    _same(mixed, by_sql)
-    _same(in_memory, by_sql)
+    _same(found[0], by_sql)
+    _same(found[1], by_sql)
 
 
 def test_raw_retention_keeps_the_health_hours_and_hourly_retention_ends_them(

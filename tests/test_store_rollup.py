@@ -339,20 +339,35 @@ def _detail_rows(engine: Engine) -> list[tuple[object, ...]]:
 
 
 def test_rolling_up_written_samples_in_memory_gives_the_sql_rows(engine: Engine) -> None:
-    """Hours first written by a page are rolled up from the page itself; other hours from the
-    table: either way the rows are those of the SQL roll-up, detail included."""
-    want = _hourly_rows(engine)
-    want_detail = _detail_rows(engine)
-    samples = _stored_samples(engine)
+    """The samples written again, hours first written by them rolled up from the page itself
+    (in a thread, while the samples are written), the others from the table after the write:
+    the same samples, and the rows of the SQL roll-up, detail included."""
+    want, want_detail = _hourly_rows(engine), _detail_rows(engine)
+    samples = writer.unique_samples(_stored_samples(engine))
     hours = sorted(set((samples.ts - samples.ts % 3600).tolist()))
     with engine.begin() as conn:
-        for table in ("gpu_samples_hourly", "pod_samples_hourly", "workload_samples_hourly"):
+        for table in ("gpu_samples", "gpu_samples_hourly", "pod_samples_hourly",
+                      "workload_samples_hourly"):  # fmt: skip
             conn.execute(sa.text(f"DELETE FROM {table}"))
         fresh = set(hours[::2])  # every other hour in memory, the others in SQL
-        rows = rollup.roll_up_written(conn, samples, fresh)
-    assert rows == len(want)
+        written = rollup.write_and_roll_up(conn, samples, fresh)
+    assert written == len(samples) > 0
     _assert_same_rows(_hourly_rows(engine), want)
-    assert len(want_detail) > 100
+    assert _detail_rows(engine) == want_detail
+    again = writer.unique_samples(_stored_samples(engine))
+    for mine, theirs in zip(again.columns(), samples.columns(), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_a_page_written_again_replaces_its_detail_rows(engine: Engine) -> None:
+    """Fresh hours whose detail rows are stored (raw samples since removed): the page's rows
+    replace them, none doubled."""
+    want_detail = _detail_rows(engine)
+    samples = writer.unique_samples(_stored_samples(engine))
+    hours = set((samples.ts - samples.ts % 3600).tolist())
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM gpu_samples"))
+        rollup.write_and_roll_up(conn, samples, hours)
     assert _detail_rows(engine) == want_detail
 
 
@@ -373,10 +388,16 @@ def test_a_fresh_hour_rolled_up_in_memory_leaves_other_units_alone(engine: Engin
     gpus = np.unique(samples.gpu_id)[::2]
     page = (samples.ts - samples.ts % 3600 == hour) & np.isin(samples.gpu_id, gpus)
     assert page.any() and not page.all()
+    mine = writer.unique_samples(writer.SampleColumns(*(c[page] for c in samples.columns())))
     with engine.begin() as conn:
-        rollup.roll_up_written(
-            conn, writer.SampleColumns(*(c[page] for c in samples.columns())), {hour}
-        )
+        for gpu in np.unique(mine.gpu_id).tolist():  # the page's samples, written again
+            conn.execute(
+                sa.text(
+                    "DELETE FROM gpu_samples WHERE gpu_id = :g AND ts >= :h AND ts < :h + 3600"
+                ),
+                {"g": gpu, "h": hour},
+            )
+        rollup.write_and_roll_up(conn, mine, {hour})
     _assert_same_rows(_hourly_rows(engine), want)
 
 
@@ -437,9 +458,8 @@ def test_a_page_appended_to_its_hour_merges_into_the_stored_rows(
                                  f"AND ts < {hour + 3600}"))  # fmt: skip
             rollup.roll_up(conn, hour, hour + 3600)  # the first 40 minutes
             assert rollup_append.appended_hours(conn, 1, hour + 2400, hour + 3599, set()) == {hour}
-            writer.write_unique_samples(conn, page)
             monkeypatch.setattr(rollup, "roll_up", counted)
-            rollup.roll_up_written(conn, page, set(), {hour}, raised)
+            rollup.write_and_roll_up(conn, page, set(), {hour}, raised)
             monkeypatch.setattr(rollup, "roll_up", roll_up)
         assert whole_hours == rolled
         _assert_same_rows(_hourly_rows(engine), want)

@@ -194,14 +194,15 @@ def _write_page(
     samples = writer.unique_samples(columns)
     # Before anything reads gpu_samples in this transaction (PostgreSQL: day partitions).
     partitions.ensure_partitions(conn, int(samples.ts.min()), int(samples.ts.max()))
-    # Hours first written by this page are rolled up from the page itself, in memory; hours
-    # it only appends to merge the page's rows into the stored ones.
+    # Hours first written by this page are rolled up from the page itself, in memory (while
+    # its samples are written); hours it only appends to merge the page's rows into the
+    # stored ones.
     first_ts, last_ts = int(samples.ts.min()), int(samples.ts.max())
     fresh = rollup.unstored_hours(conn, first_ts, last_ts)
     appended = rollup_append.appended_hours(conn, cluster_id, first_ts, last_ts, fresh)
-    written = writer.write_unique_samples(conn, samples)
+    # Before the write: the fresh hours' roll-up reads the pods' GPU counts while it runs.
     raised = store_pods.raise_gpu_counts(conn, units_at_once(samples))
-    rollup.roll_up_written(conn, samples, fresh, appended, raised)
+    written = rollup.write_and_roll_up(conn, samples, fresh, appended, raised)
     held = np.unique(samples.pod_id[~np.isnan(samples.pod_id)]).astype(np.int64).tolist()
     stored_end = int(samples.ts.max()) + step_s if written else 0
     return written, set(gpu_ids.values()), set(held), stored_end

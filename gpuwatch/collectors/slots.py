@@ -78,12 +78,15 @@ def _combined(page: PageSamples, devices: np.ndarray, parts: list[_Part]) -> Pag
     keep = np.flatnonzero(~np.isin(page.unit, devices))
     keys = [tuple(k) for k in page.units[UNIT_KEY].itertuples(index=False, name=None)]
     index = np.concatenate([keep, *(p.rows for p in parts)])
-    flat = [keys[u] for u in page.unit[keep].tolist()]
-    for part in parts:
-        flat += [part.key] * len(part.rows)
-    order_keys = sorted(set(flat))
+    # Keys are mapped per unit, not per row: a page has thousands of units and millions of rows.
+    kept_units = np.unique(page.unit[keep]).tolist()
+    order_keys = sorted({keys[u] for u in kept_units} | {part.key for part in parts})
     position = {key: n for n, key in enumerate(order_keys)}
-    unit = np.array([position[k] for k in flat], dtype=np.int64)
+    code = np.zeros(len(keys), dtype=np.int64)
+    code[kept_units] = [position[keys[u]] for u in kept_units]
+    unit = np.concatenate(
+        [code[page.unit[keep]], *(np.full(len(p.rows), position[p.key]) for p in parts)]
+    )
     order = np.lexsort((page.ts[index], unit))
     sources = np.concatenate([page.source[keep], *(np.full(len(p.rows), p.source) for p in parts)])
     idle = np.concatenate(

@@ -11,13 +11,21 @@ dollar (:func:`compact`). The SQL is the same on SQLite and PostgreSQL.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from gpuwatch.domain.durations import DAY_S
-from gpuwatch.store import daily, partitions, rollup_append, rollup_detail, rollup_health
+from gpuwatch.store import (
+    daily,
+    partitions,
+    rollup_append,
+    rollup_detail,
+    rollup_fresh,
+    rollup_health,
+    rollup_rows,
+    writer,
+)
 from gpuwatch.store.models import (
     HOUR_S,
     NO_POD,
@@ -131,77 +139,6 @@ def unstored_hours(conn: Connection, first_ts: int, last_ts: int) -> set[int]:
     return out
 
 
-def hourly_rows(samples: SampleColumns, idle_ratio: float) -> dict[str, np.ndarray]:
-    """The roll-up rows of ``samples`` (unique per GPU and instant), column by column: what
-    :data:`_ROLL_UP_SQL` computes from the same rows, in memory (pure)."""
-    hour = samples.ts - samples.ts % HOUR_S
-    pod = np.where(np.isnan(samples.pod_id), NO_POD, samples.pod_id).astype(np.int64)
-    order = np.lexsort((samples.ts, pod, samples.gpu_id, hour))
-    hour, pod, gpu, ts = hour[order], pod[order], samples.gpu_id[order], samples.ts[order]
-    starts = rollup_append.group_starts(hour, gpu, pod)
-    step = samples.step_s[order].astype(np.int64)
-    util = samples.util_ratio[order]
-    read = ~np.isnan(util)
-    power = samples.power_w[order]
-
-    def peak(column: np.ndarray) -> np.ndarray:
-        return np.fmax.reduceat(column[order], starts)
-
-    return {
-        "hour_ts": hour[starts],
-        "gpu_id": gpu[starts],
-        "pod_id": pod[starts],
-        "samples": np.diff(np.append(starts, len(ts))),
-        "step_s": np.maximum.reduceat(step, starts),
-        "first_ts": ts[starts],
-        "last_ts": np.maximum.reduceat(ts, starts),
-        "data_s": np.add.reduceat(np.where(read, step, 0), starts),
-        "used_s": np.add.reduceat(np.where(read, np.clip(util, 0.0, 1.0) * step, 0.0), starts),
-        "idle_s": np.add.reduceat(np.where(read & (util < idle_ratio), step, 0), starts),
-        "util_max": np.fmax.reduceat(util, starts),
-        "util_signal": peak(samples.util_signal),
-        "fb_used_max_mib": peak(samples.fb_used_mib),
-        "fb_total_mib": peak(samples.fb_total_mib),
-        "power_w_sum": np.add.reduceat(np.nan_to_num(power), starts),
-        "power_n": np.add.reduceat((~np.isnan(power)).astype(np.int64), starts),
-        "temp_max_c": peak(samples.temp_c),
-        "xid": peak(samples.xid),
-    }
-
-
-_INTEGER_COLUMNS = ("hour_ts", "gpu_id", "pod_id", "samples", "step_s", "first_ts", "last_ts",
-                    "data_s", "idle_s", "power_n")  # fmt: skip
-
-
-def _python_values(name: str, column: np.ndarray) -> list[Any]:
-    """One column as Python values: integers as ints, NaN as None."""
-    if name in _INTEGER_COLUMNS:
-        ints: list[Any] = column.astype(np.int64).tolist()
-        return ints
-    missing = np.isnan(column)
-    whole = name in ("util_signal", "xid")
-    values = (np.where(missing, 0, column).astype(np.int64) if whole else column).tolist()
-    return [None if gone else v for gone, v in zip(missing.tolist(), values, strict=True)]
-
-
-def _records(columns: dict[str, np.ndarray]) -> list[tuple[Any, ...]]:
-    """Rows to insert, in ``columns`` order (a power sum only where a power reading was)."""
-    power = np.where(columns["power_n"] > 0, columns["power_w_sum"], np.nan)
-    lists = {name: _python_values(name, column) for name, column in columns.items()}
-    lists["power_w_sum"] = _python_values("power_w_sum", power)
-    return list(zip(*lists.values(), strict=True))
-
-
-def _insert_rows(conn: Connection, names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """One ``executemany`` of plain tuples (no per-row parameter dictionaries)."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = (
-        f"INSERT INTO {GpuSampleHourly.__tablename__} ({', '.join(names)}) "  # noqa: S608
-        f"VALUES ({', '.join([mark] * len(names))})"
-    )
-    conn.exec_driver_sql(sql, rows)
-
-
 #: How two hourly rows of one (hour, GPU unit, pod) merge (:mod:`~gpuwatch.store.rollup_append`).
 HOURLY_KEYS = rollup_append.KEYS
 HOURLY_RULES = {
@@ -212,28 +149,64 @@ HOURLY_RULES = {
 }  # fmt: skip
 
 
-def roll_up_written(
+def write_and_roll_up(
     conn: Connection,
     samples: SampleColumns,
     fresh_hours: set[int],
     appended_hours: set[int] | None = None,
     raised_pods: set[int] | None = None,
 ) -> int:
-    """Roll up every hour ``samples`` touch, just after writing them; returns rows.
+    """Write ``samples`` (unique per GPU unit and instant, in write order:
+    :func:`~gpuwatch.store.writer.write_unique_samples`) and roll up every hour they touch, in
+    the caller's transaction; returns the samples written.
 
     ``fresh_hours`` held no raw sample before the write (:func:`unstored_hours`): their samples
     of these GPU units are exactly ``samples``, rolled up in memory (the roll-ups of other units in
-    those hours are left alone). ``appended_hours`` held none of the cluster's samples at or
-    after the page's first instant (:func:`~gpuwatch.store.rollup_append.appended_hours`): the
-    page's rows are merged into the stored rows of its units (the health rows of a unit whose
+    those hours are left alone), in a thread while the samples are written
+    (:mod:`gpuwatch.store.rollup_fresh`). ``appended_hours`` held none of the cluster's samples
+    at or after the page's first instant (:func:`~gpuwatch.store.rollup_append.appended_hours`):
+    the page's rows are merged into the stored rows of its units (the health rows of a unit whose
     first health reading of the hour the page brings are rolled up from the table), unless a pod
     of ``raised_pods`` (pods whose GPU count the page raised) already has rows in those hours.
-    Other hours are rolled up from the table.
+    Other hours are rolled up from the table after the write. ``raised_pods`` must be raised
+    before (:func:`~gpuwatch.store.pods.raise_gpu_counts`): the fresh hours' detail reads the
+    pods' GPU counts before the write.
     """
-    if not len(samples):
-        return 0
+    fresh = _in_hours(samples, fresh_hours)
+    work = None
+    if fresh.any():
+        work = rollup_fresh.plan(conn, _part(samples, fresh), idle_util_pct(conn) / 100.0)
+    written, rows = rollup_fresh.beside(
+        lambda: writer.write_unique_samples(conn, samples),
+        lambda: None if work is None else rollup_fresh.compute(work),
+    )
+    if len(samples):
+        _roll_up_stored(conn, samples, fresh, appended_hours, raised_pods)
+    if rows is not None:
+        rollup_fresh.write(conn, rows)
+    return written
+
+
+def _in_hours(samples: SampleColumns, hours: set[int]) -> np.ndarray:
+    """Which of ``samples`` fall in one of ``hours``."""
+    wanted = np.fromiter(hours, dtype=np.int64, count=len(hours))
+    return np.isin(samples.ts - samples.ts % HOUR_S, wanted)
+
+
+def _part(samples: SampleColumns, mask: np.ndarray) -> SampleColumns:
+    return samples if mask.all() else samples.take(mask)
+
+
+def _roll_up_stored(
+    conn: Connection,
+    samples: SampleColumns,
+    fresh: np.ndarray,
+    appended_hours: set[int] | None,
+    raised_pods: set[int] | None,
+) -> int:
+    """Roll up the hours of ``samples`` outside ``fresh`` (written already): merged into the
+    stored rows where only appended to, else from the table; returns rows."""
     hours = samples.ts - samples.ts % HOUR_S
-    fresh = np.isin(hours, np.fromiter(fresh_hours, dtype=np.int64, count=len(fresh_hours)))
     added = np.isin(hours, sorted(appended_hours or ())) & ~fresh
     rows = 0
     if added.any():
@@ -243,32 +216,7 @@ def roll_up_written(
             added[:] = False
     for hour in np.unique(hours[~fresh & ~added]).tolist():
         rows += roll_up(conn, hour, hour + HOUR_S)
-    if fresh.any():
-        rows += _roll_up_fresh(conn, samples if fresh.all() else samples.take(fresh), hours[fresh])
     return rows
-
-
-def _held(samples: SampleColumns) -> rollup_detail.HeldSamples:
-    """What the recommendation detail reads of ``samples``."""
-    return rollup_detail.held_samples(samples.gpu_id, samples.ts, samples.step_s, samples.pod_id,
-                                      samples.util_ratio, samples.fb_used_mib)  # fmt: skip
-
-
-def _roll_up_fresh(conn: Connection, mine: SampleColumns, hours: np.ndarray) -> int:
-    # Only this page's GPU units: another cluster's collector may be rolling up the same
-    # hour for its own units at the same time.
-    fresh_hours_written = sorted(np.unique(hours).tolist())
-    in_fresh = GpuSampleHourly.hour_ts.in_(fresh_hours_written)
-    mine_units = GpuSampleHourly.gpu_id.in_(np.unique(mine.gpu_id).tolist())
-    conn.execute(delete(GpuSampleHourly).where(in_fresh, mine_units))
-    daily.invalidate(conn, fresh_hours_written)
-    idle_ratio = idle_util_pct(conn) / 100.0
-    columns = hourly_rows(mine, idle_ratio)
-    records = _records(columns)
-    _insert_rows(conn, list(columns), records)
-    rollup_detail.roll_up_samples(conn, _held(mine), idle_ratio)
-    rollup_health.roll_up_samples(conn, mine, fresh_hours_written)
-    return len(records)
 
 
 def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]) -> int | None:
@@ -281,18 +229,18 @@ def _merge_appended(conn: Connection, mine: SampleColumns, raised_pods: set[int]
         return None  # a pod already in these hours: its stored detail used its old GPU count
     old = rollup_append.rows_where(stored, np.isin(stored["gpu_id"], units))
     idle_ratio = idle_util_pct(conn) / 100.0
-    merged = rollup_append.merge_columns(old, hourly_rows(mine, idle_ratio), HOURLY_KEYS,
-                                         HOURLY_RULES)  # fmt: skip
+    new = rollup_rows.hourly_rows(mine, idle_ratio)
+    merged = rollup_append.merge_columns(old, new, HOURLY_KEYS, HOURLY_RULES)
     in_hours = GpuSampleHourly.hour_ts.in_(hours)
     conn.execute(
         delete(GpuSampleHourly).where(in_hours, GpuSampleHourly.gpu_id.in_(units.tolist()))
     )
     daily.invalidate(conn, hours)
     columns = {name: merged[name] for name in _HOURLY_NAMES}
-    records = _records(columns)
-    _insert_rows(conn, list(columns), records)
+    records = rollup_rows.records(columns)
+    rollup_rows.insert_rows(conn, list(columns), records)
     rollup_health.merge_appended(conn, old, mine, hours, units)
-    rollup_detail.merge_samples(conn, _held(mine), idle_ratio)
+    rollup_detail.merge_samples(conn, rollup_fresh.held(mine), idle_ratio)
     return len(records)
 
 

@@ -1,8 +1,8 @@
 """The per-hour detail behind recommendations: pod and workload histograms (docs/storage.md).
 
 Rolled up with the hourly sums, in the same transaction, by :mod:`gpuwatch.store.rollup`:
-:func:`roll_up_range` from the raw samples of whole hours, :func:`roll_up_samples` from samples
-just written to hours that held none before. The arithmetic is
+:func:`roll_up_range` from the raw samples of whole hours, :func:`detail_of` from the samples
+a page writes to hours that held none before (:mod:`gpuwatch.store.rollup_fresh`). The arithmetic is
 :mod:`gpuwatch.domain.series`, the same the analytics run on raw samples.
 """
 
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, delete, insert, select, tuple_
+from sqlalchemy import Connection, delete, select, tuple_
 
 from gpuwatch.domain import series, sketch
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.store.detail_rows import blobs
 from gpuwatch.store.driver import driver_rows
-from gpuwatch.store.models import Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
+from gpuwatch.store.models import Base, Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
 
 _CHUNK = 500  # ids per IN (...) list
 _RAW_SQL = (
@@ -103,19 +103,40 @@ class Detail:
     workloads: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the detail of some samples reads of the store."""
+
+    #: Per pod id: (cluster_id, namespace, workload kind, workload name, gpu_count, uid).
+    pods: dict[int, tuple[Any, ...]]
+    #: Per GPU unit id: its model ("" unknown).
+    models: dict[int, str]
+
+
+def read_facts(conn: Connection, samples: HeldSamples) -> Facts:
+    """The facts of the pods and GPU units ``samples`` name."""
+    return Facts(_pod_facts(conn, samples.pod_id), _models(conn, samples.gpu_id))
+
+
 def compute(conn: Connection, samples: HeldSamples, idle_ratio: float) -> Detail:
     """The pod-hour and workload-hour rows of ``samples`` (whole hours of their pods)."""
-    facts = _pod_facts(conn, samples.pod_id)
+    return detail_of(samples, read_facts(conn, samples), idle_ratio)
+
+
+def detail_of(samples: HeldSamples, facts: Facts, idle_ratio: float) -> Detail:
+    """The pod-hour and workload-hour rows of ``samples`` (whole hours of their pods), given
+    their pods' and GPU units' ``facts`` (pure)."""
+    known = facts.pods
     pod_ids, pod_codes = np.unique(samples.pod_id, return_inverse=True)
     holding = np.array(
-        [p in facts and holds_gpus(facts[p][4], facts[p][5]) for p in pod_ids.tolist()], bool
+        [p in known and holds_gpus(known[p][4], known[p][5]) for p in pod_ids.tolist()], bool
     )
     samples = samples.where(holding[pod_codes])
     if not len(samples.ts):
         return Detail([], [])
     pod_ids, pod_codes = np.unique(samples.pod_id, return_inverse=True)
     gpu_ids, gpu_codes = np.unique(samples.gpu_id, return_inverse=True)
-    models = _models(conn, gpu_ids)
+    models = facts.models
     model_names, model_of_gpu = np.unique(
         np.array([models.get(g, "") for g in gpu_ids.tolist()], dtype=object).astype(str),
         return_inverse=True,
@@ -125,7 +146,7 @@ def compute(conn: Connection, samples: HeldSamples, idle_ratio: float) -> Detail
     index: dict[tuple[Any, ...], int] = {}
     pair_workload = [
         index.setdefault(
-            (*facts[int(pod_ids[pair // len(model_names)])][:4],
+            (*known[int(pod_ids[pair // len(model_names)])][:4],
              str(model_names[pair % len(model_names)])),
             len(index),
         )
@@ -134,7 +155,7 @@ def compute(conn: Connection, samples: HeldSamples, idle_ratio: float) -> Detail
     workload_codes = np.asarray(pair_workload, np.int64)[pair_codes]
     pods = series.pod_hours(pod_codes, samples.ts, samples.step_s, samples.util_ratio,
                             samples.fb_used_mib, idle_ratio)  # fmt: skip
-    requested = np.array([float(facts[int(p)][4]) for p in pod_ids.tolist()])
+    requested = np.array([float(known[int(p)][4]) for p in pod_ids.tolist()])
     loads = series.workload_hours(workload_codes, pod_codes, samples.ts, samples.step_s,
                                   samples.util_ratio, requested)  # fmt: skip
     first = np.unique(pod_codes, return_index=True)[1]
@@ -179,11 +200,23 @@ def _workload_rows(loads: series.WorkloadHours, keys: list[Any]) -> list[dict[st
 
 
 def _insert(conn: Connection, detail: Detail) -> int:
-    if detail.pods:
-        conn.execute(insert(PodSampleHourly), detail.pods)
-    if detail.workloads:
-        conn.execute(insert(WorkloadSampleHourly), detail.workloads)
+    _insert_rows(conn, PodSampleHourly, detail.pods)
+    _insert_rows(conn, WorkloadSampleHourly, detail.workloads)
     return len(detail.pods) + len(detail.workloads)
+
+
+def _insert_rows(conn: Connection, model: type[Base], rows: list[dict[str, Any]]) -> None:
+    """One ``executemany`` of plain tuples in the table's column order (no per-row parameter
+    dictionaries for the ORM to read)."""
+    if not rows:
+        return
+    names = [column.name for column in model.__table__.columns]
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"INSERT INTO {model.__tablename__} ({', '.join(names)}) "  # noqa: S608
+        f"VALUES ({', '.join([mark] * len(names))})"
+    )
+    conn.exec_driver_sql(sql, [tuple(row[name] for name in names) for row in rows])
 
 
 def read_held(conn: Connection, start_ts: int, end_ts: int) -> HeldSamples:
@@ -205,14 +238,25 @@ def roll_up_range(conn: Connection, first_hour: int, end_hour: int, idle_ratio: 
     return rows
 
 
-def roll_up_samples(conn: Connection, samples: HeldSamples, idle_ratio: float) -> int:
-    """Replace the detail of ``samples``' pods and workloads in their hours by that of
-    ``samples`` (which must be all the raw samples of those pods in those hours)."""
-    detail = compute(conn, samples, idle_ratio)
-    pod_keys = sorted({(r["hour_ts"], r["pod_id"]) for r in detail.pods})
-    loads = sorted({(r["hour_ts"], *(r[k] for k in _WORKLOAD_KEY)) for r in detail.workloads})
-    _delete_keys(conn, pod_keys, loads)
+def write_detail(conn: Connection, detail: Detail) -> int:
+    """Replace the stored rows of ``detail``'s keys by its rows (rolled up from every raw sample
+    of its pods in its hours); returns rows written. Hours that hold no detail yet (a backfill)
+    are only inserted into."""
+    hours = sorted({r["hour_ts"] for r in detail.pods} | {r["hour_ts"] for r in detail.workloads})
+    if _any_stored(conn, hours):
+        pod_keys = sorted({(r["hour_ts"], r["pod_id"]) for r in detail.pods})
+        loads = sorted({(r["hour_ts"], *(r[k] for k in _WORKLOAD_KEY)) for r in detail.workloads})
+        _delete_keys(conn, pod_keys, loads)
     return _insert(conn, detail)
+
+
+def _any_stored(conn: Connection, hours: list[int]) -> bool:
+    """Whether either detail table holds a row in one of ``hours``."""
+    for table in (PodSampleHourly, WorkloadSampleHourly):
+        column = table.__table__.c.hour_ts
+        if hours and conn.execute(select(column).where(column.in_(hours)).limit(1)).first():
+            return True
+    return False
 
 
 _POD_HISTS = ("busy_hist", "util_hist", "fb_used_hist")

@@ -2,8 +2,9 @@
 
 Rebuilt with ``gpu_samples_hourly``, for the same hours and in the same transaction, by
 :mod:`gpuwatch.store.rollup`: :func:`roll_up_range` from the raw samples of whole hours (one SQL
-statement, the same on SQLite and PostgreSQL), :func:`roll_up_samples` from the samples a page
-just wrote to hours that held none before (in memory, the same arithmetic). A (hour, GPU unit,
+statement, the same on SQLite and PostgreSQL), :func:`fresh_rows` from the samples a page
+writes to hours that held none before (in memory, the same arithmetic:
+:mod:`gpuwatch.store.rollup_fresh`). A (hour, GPU unit,
 pod) gets a row only where one of its samples has an efficiency or health reading or an XID.
 
 The busy, low-SM, no-tensor and throttle seconds count against the fixed limits and bit masks of
@@ -159,7 +160,7 @@ def roll_up_units(conn: Connection, hours: Sequence[int], units: np.ndarray) -> 
     ids = np.unique(np.asarray(units, dtype=np.int64)).tolist()
     if not ids:
         return 0
-    _delete(conn, hours, np.asarray(ids))
+    delete_rows(conn, hours, np.asarray(ids))
     sql = text(_ROLL_UP.format(units=f" AND gpu_id IN ({', '.join(map(str, ids))})"))
     rows = 0
     for hour in sorted({int(h) for h in hours}):
@@ -285,7 +286,8 @@ def _values(name: str, column: np.ndarray) -> list[Any]:
     return [None if gone else v for gone, v in zip(missing.tolist(), listed, strict=True)]
 
 
-def _insert(conn: Connection, columns: dict[str, np.ndarray]) -> int:
+def insert_rows(conn: Connection, columns: dict[str, np.ndarray]) -> int:
+    """Insert rows given column by column (:data:`COLUMNS`); returns rows written."""
     count = len(columns["hour_ts"])
     if count:
         lists = [_values(name, columns[name]) for name in COLUMNS]
@@ -298,21 +300,19 @@ def _insert(conn: Connection, columns: dict[str, np.ndarray]) -> int:
     return count
 
 
-def _delete(conn: Connection, hours: Sequence[int], units: np.ndarray) -> None:
+def delete_rows(conn: Connection, hours: Sequence[int], units: np.ndarray) -> None:
+    """Delete the rows of ``hours`` of the GPU units ``units``."""
     stale = GpuHealthHourly.hour_ts.in_(sorted(int(h) for h in hours))
     in_units = GpuHealthHourly.gpu_id.in_(np.unique(units).astype(np.int64).tolist())
     conn.execute(delete(GpuHealthHourly).where(stale, in_units))
 
 
-def roll_up_samples(conn: Connection, samples: SampleColumns, hours: Sequence[int]) -> int:
-    """Replace the rows of ``hours`` of the GPU units in ``samples`` (every sample those units
-    have in those hours) by the rows of ``samples``; returns rows written."""
-    if not len(samples):
-        return 0
-    _delete(conn, hours, samples.gpu_id)
-    if not samples.health_read() and np.isnan(samples.xid).all():
-        return 0
-    return _insert(conn, health_rows(samples))
+def fresh_rows(samples: SampleColumns) -> dict[str, np.ndarray] | None:
+    """The rows of ``samples`` (every sample their GPU units have in their hours), as
+    :func:`health_rows`; None where the samples hold no health reading (no row to write)."""
+    if not len(samples) or (not samples.health_read() and np.isnan(samples.xid).all()):
+        return None
+    return health_rows(samples)
 
 
 #: How two rows of one (hour, GPU unit, pod) merge (:mod:`~gpuwatch.store.rollup_append`).
@@ -348,8 +348,8 @@ def write_merged(
     ``old`` merged with ``new`` (:func:`health_rows` of samples appended to those hours)."""
     if not len(new["hour_ts"]):
         return 0
-    _delete(conn, hours, units)
-    return _insert(conn, rollup_append.merge_columns(old, new, KEYS, MERGE_RULES))
+    delete_rows(conn, hours, units)
+    return insert_rows(conn, rollup_append.merge_columns(old, new, KEYS, MERGE_RULES))
 
 
 def merge_appended(
