@@ -1,7 +1,8 @@
-"""Rows straight from the database driver, for reads of hundreds of thousands of rows."""
+"""Rows straight to and from the database driver, for hundreds of thousands of rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -18,3 +19,16 @@ def driver_rows(conn: Connection, sql: str, *bounds: int) -> list[Any]:
         return list(cursor.fetchall())
     finally:
         cursor.close()
+
+
+def insert_tuples(
+    conn: Connection, table: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Insert ``rows`` (values in ``names`` order) into ``table`` with one ``executemany`` of
+    plain tuples, inside ``conn`` (no per-row parameter dictionaries)."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"INSERT INTO {table} ({', '.join(names)}) "  # noqa: S608 - names from the models
+        f"VALUES ({', '.join([mark] * len(names))})"
+    )
+    conn.exec_driver_sql(sql, list(rows))

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, delete, select, tuple_
 from gpuwatch.domain import series, sketch
 from gpuwatch.domain.durations import HOUR_S
 from gpuwatch.store.detail_rows import blobs
-from gpuwatch.store.driver import driver_rows
+from gpuwatch.store.driver import driver_rows, insert_tuples
 from gpuwatch.store.models import Base, Gpu, Pod, PodSampleHourly, WorkloadSampleHourly
 
 _CHUNK = 500  # ids per IN (...) list
@@ -206,17 +206,11 @@ def _insert(conn: Connection, detail: Detail) -> int:
 
 
 def _insert_rows(conn: Connection, model: type[Base], rows: list[dict[str, Any]]) -> None:
-    """One ``executemany`` of plain tuples in the table's column order (no per-row parameter
-    dictionaries for the ORM to read)."""
-    if not rows:
-        return
-    names = [column.name for column in model.__table__.columns]
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = (
-        f"INSERT INTO {model.__tablename__} ({', '.join(names)}) "  # noqa: S608
-        f"VALUES ({', '.join([mark] * len(names))})"
-    )
-    conn.exec_driver_sql(sql, [tuple(row[name] for name in names) for row in rows])
+    """The rows' values in the table's column order, one ``executemany`` of plain tuples."""
+    if rows:
+        names = [column.name for column in model.__table__.columns]
+        values = [tuple(row[name] for name in names) for row in rows]
+        insert_tuples(conn, model.__tablename__, names, values)
 
 
 def read_held(conn: Connection, start_ts: int, end_ts: int) -> HeldSamples:

@@ -31,6 +31,7 @@ from gpuwatch.domain.health import (
     THROTTLE_MASK,
 )
 from gpuwatch.store import rollup_append
+from gpuwatch.store.driver import insert_tuples
 from gpuwatch.store.models import HEALTH_SAMPLE_FIELDS, HOUR_S, NO_POD
 from gpuwatch.store.models_health import GpuHealthHourly
 from gpuwatch.store.sample_columns import SampleColumns
@@ -291,12 +292,7 @@ def insert_rows(conn: Connection, columns: dict[str, np.ndarray]) -> int:
     count = len(columns["hour_ts"])
     if count:
         lists = [_values(name, columns[name]) for name in COLUMNS]
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        sql = (
-            f"INSERT INTO {GpuHealthHourly.__tablename__} ({', '.join(COLUMNS)}) "  # noqa: S608
-            f"VALUES ({', '.join([mark] * len(COLUMNS))})"
-        )
-        conn.exec_driver_sql(sql, list(zip(*lists, strict=True)))
+        insert_tuples(conn, GpuHealthHourly.__tablename__, COLUMNS, list(zip(*lists, strict=True)))
     return count
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from gpuwatch.store import rollup_append
+from gpuwatch.store.driver import insert_tuples
 from gpuwatch.store.models import HOUR_S, NO_POD, GpuSampleHourly
 from gpuwatch.store.sample_columns import SampleColumns
 
@@ -78,10 +79,5 @@ def records(columns: dict[str, np.ndarray]) -> list[tuple[Any, ...]]:
 
 
 def insert_rows(conn: Connection, names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """One ``executemany`` of plain tuples (no per-row parameter dictionaries)."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = (
-        f"INSERT INTO {GpuSampleHourly.__tablename__} ({', '.join(names)}) "  # noqa: S608
-        f"VALUES ({', '.join([mark] * len(names))})"
-    )
-    conn.exec_driver_sql(sql, rows)
+    """One ``executemany`` of plain tuples (:func:`~gpuwatch.store.driver.insert_tuples`)."""
+    insert_tuples(conn, GpuSampleHourly.__tablename__, names, rows)
