@@ -712,7 +712,6 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
         partitions.ensure_partitions(conn, size.start_ts, size.end_ts - 1)
     with engine.begin() as conn:
         dbapi: Any = conn.connection.dbapi_connection
-        conn.exec_driver_sql("DROP INDEX IF EXISTS ix_gpu_samples_gpu_id_ts")
         pieces = windows(size.start_ts, size.end_ts, 6 * 3600)
         for number, (lo, hi) in enumerate(pieces, 1):
             samples = window_data(fleet, lo, hi, size.step_s).samples
@@ -727,9 +726,6 @@ def write_store(size: Size, url: str, log: Any = print) -> int:
                     f"store {size.name} ({engine.dialect.name}): {number}/{len(pieces)} windows, "
                     f"{total:,} samples, {time.monotonic() - started:.0f}s"
                 )
-        conn.exec_driver_sql(
-            "CREATE UNIQUE INDEX ix_gpu_samples_gpu_id_ts ON gpu_samples (gpu_id, ts)"
-        )
     daily.build_pending(engine, size.end_ts)  # as the collector does after writing
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

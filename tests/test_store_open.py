@@ -87,7 +87,7 @@ def test_a_newer_schema_on_postgresql(postgres_url: str, command: list[str]) -> 
     _stamp_newer(postgres_url)
     status, output = _run(postgres_url, command)
     assert status == 1
-    assert _one_line(output).endswith("is newer than this gpuwatch (0012): upgrade gpuwatch")
+    assert _one_line(output).endswith("is newer than this gpuwatch (0013): upgrade gpuwatch")
     engine = make_engine(postgres_url)
     with engine.connect() as conn:
         stamped = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()

@@ -67,9 +67,9 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=30000")
-    # 32 MiB of page cache (the default is 2 MiB): a page of samples touches the last leaf of
-    # every GPU's run in the (gpu_id, ts) index (2,400 units: about 10 MiB of 4 KiB pages),
-    # which then stay in memory from page to page.
+    # 32 MiB of page cache (the default is 2 MiB): a page's hourly rows land at every GPU unit's
+    # run in the (gpu_id, hour_ts) index of the roll-up, and a GPU's history probes the samples'
+    # key once per instant; both then find their pages in memory.
     cursor.execute("PRAGMA cache_size=-32768")
     cursor.close()
 

@@ -237,10 +237,10 @@ class GpuSample(Base):
     """
 
     __tablename__ = "gpu_samples"
-    __table_args__ = (
-        Index("ix_gpu_samples_gpu_id_ts", "gpu_id", "ts", unique=True),
-        {"sqlite_with_rowid": False},
-    )
+    # The primary key is the only index (0013): every sample written pays for one B-tree. One
+    # GPU unit's history is read through it too, one probe per stored instant
+    # (repository.load_gpu_samples).
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     # Clustered by time first: reports and pages read time windows across every GPU.
     ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)

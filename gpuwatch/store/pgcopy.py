@@ -3,7 +3,7 @@
 Where no sample is stored yet in the page's time range (a backfill, or the newest minute of
 ``collect --follow``), the rows are copied straight into ``gpu_samples``. Otherwise, and when a
 concurrent writer got there first, they are copied into a temporary table and moved with one
-``INSERT ... SELECT ... ON CONFLICT (gpu_id, ts) DO UPDATE``.
+``INSERT ... SELECT ... ON CONFLICT (ts, gpu_id) DO UPDATE``.
 
 The COPY rows are built with numpy, whole columns at a time: each value in the column's own
 binary type, and a missing reading (NaN) sent as NULL.
@@ -132,7 +132,7 @@ def _upsert_via_temp(
     )
     cursor.execute(
         f"INSERT INTO {SAMPLES_TABLE} ({listed}) SELECT {listed} FROM {TEMP_TABLE} "  # noqa: S608
-        f"ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}"
+        f"ON CONFLICT (ts, gpu_id) DO UPDATE SET {updates}"
     )
     cursor.execute(f"TRUNCATE {TEMP_TABLE}")
 
@@ -144,7 +144,7 @@ def write_samples(
     cleared: Sequence[str] = (),
 ) -> None:
     """Upsert the rows of ``columns`` (those of ``names``, :data:`SAMPLE_FIELDS` first), in
-    their order (unique on (gpu_id, ts)); on a stored row the columns of ``cleared`` become
+    their order (unique on (ts, gpu_id)); on a stored row the columns of ``cleared`` become
     NULL."""
     driver = conn.connection.driver_connection  # psycopg's own connection, for cursor.copy
     assert driver is not None

@@ -39,6 +39,7 @@ from gpuwatch.store.models import (
     Pod,
 )
 from gpuwatch.store.repository_pods import load_pods
+from gpuwatch.store.unit_history import history_query
 
 __all__ = ["load_pods"]  # re-exported: callers read every frame from this module
 
@@ -364,11 +365,9 @@ def data_marker(engine: Engine) -> DataMarker:
 
 
 def load_gpu_samples(engine: Engine, gpu_id: int, start_ts: int, end_ts: int) -> pd.DataFrame:
-    """One GPU unit's samples with ``start_ts <= ts < end_ts`` (the samples frame's columns)."""
-    stmt = select(*(getattr(GpuSample, name) for name in SAMPLE_FIELDS)).where(
-        GpuSample.gpu_id == int(gpu_id), GpuSample.ts >= int(start_ts), GpuSample.ts < int(end_ts)
-    )
-    samples = _read(engine, stmt).astype(
+    """One GPU unit's samples with ``start_ts <= ts < end_ts`` (the samples frame's columns),
+    read through the primary key (:mod:`~gpuwatch.store.unit_history`)."""
+    samples = _read(engine, history_query(gpu_id, start_ts, end_ts)).astype(
         {"gpu_id": "int64", "ts": "int64", "step_s": "int64", "pod_id": "Int64",
          "util_signal": "Int64", "xid": "Int64"}
     )  # fmt: skip

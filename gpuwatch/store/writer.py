@@ -1,7 +1,7 @@
 """Idempotent writes for collectors: upserts on natural keys, in the caller's transaction.
 
 Writing the same facts twice changes nothing: entity rows are keyed by their natural keys
-(``first_seen_ts`` kept, ``last_seen_ts`` only moves forward) and samples by ``(gpu_id, ts)``.
+(``first_seen_ts`` kept, ``last_seen_ts`` only moves forward) and samples by ``(ts, gpu_id)``.
 """
 
 from __future__ import annotations
@@ -172,29 +172,23 @@ def write_gpus(
     return id_map(conn, Gpu, cluster_id, GPU_KEY)
 
 
-#: Rows are written in blocks of this many steps, each block GPU by GPU (see _write_order).
-_BLOCK_STEPS = 30
-
-
 def _write_order(samples: SampleColumns) -> np.ndarray:
-    """The indices of the rows in write order, the last of repeated (gpu_id, ts) only.
+    """The indices of the rows in write order, the last of repeated (ts, gpu_id) only.
 
-    Time blocks of ``_BLOCK_STEPS`` steps, GPU by GPU within a block, instant by instant within a
-    GPU: the table (clustered by ``(ts, gpu_id)``) and its ``(gpu_id, ts)`` index then both grow
-    at a few dozen places at a time instead of thousands, which makes a page's B-tree inserts
-    several times cheaper than either plain order.
+    The primary key's order, instant by instant and GPU by GPU within an instant: the table
+    (clustered by ``(ts, gpu_id)``, its only index) then grows at one place, its end where the
+    page is newer than every stored sample.
     """
     ts, gpu = samples.ts.astype(np.int64), samples.gpu_id.astype(np.int64)
-    block = _BLOCK_STEPS * max(int(samples.step_s.max()), 1)
     since = ts - ts.min()
     gpu_span = int(gpu.max() - gpu.min()) + 1
-    if (int(since.max()) + block) * gpu_span < 2**62:
-        key = ((since // block) * gpu_span + (gpu - gpu.min())) * block + since % block
+    if (int(since.max()) + 1) * gpu_span < 2**62:
+        key = since * gpu_span + (gpu - gpu.min())
         order = np.argsort(key, kind="stable")
         ordered = key[order]
         last = np.append(ordered[1:] != ordered[:-1], True)
     else:  # pragma: no cover - instants or ids too far apart for one integer key
-        order = np.lexsort((ts, gpu, since // block))
+        order = np.lexsort((gpu, ts))
         same = (ts[order][1:] == ts[order][:-1]) & (gpu[order][1:] == gpu[order][:-1])
         last = np.append(~same, True)
     result: np.ndarray = order[last]
@@ -202,7 +196,7 @@ def _write_order(samples: SampleColumns) -> np.ndarray:
 
 
 def unique_samples(samples: SampleColumns) -> SampleColumns:
-    """The rows in write order (:func:`_write_order`), the last of a repeated (gpu_id, ts) only."""
+    """The rows in write order (:func:`_write_order`), the last of a repeated (ts, gpu_id) only."""
     order = _write_order(samples) if len(samples) else np.zeros(0, dtype=np.int64)
     return samples.take(order)
 
@@ -213,7 +207,7 @@ _SQLITE_ROWS = 2000
 
 @functools.lru_cache(maxsize=16)
 def _upsert_sql(mark: str, rows: int, names: tuple[str, ...], cleared: tuple[str, ...]) -> str:
-    """The upsert of ``rows`` rows of ``names``; on a stored (gpu_id, ts) every column is
+    """The upsert of ``rows`` rows of ``names``; on a stored (ts, gpu_id) every column is
     replaced, those of ``cleared`` (no value given) by NULL."""
     updates = ", ".join(
         [f"{name} = excluded.{name}" for name in names[2:]] + [f"{name} = NULL" for name in cleared]
@@ -222,7 +216,7 @@ def _upsert_sql(mark: str, rows: int, names: tuple[str, ...], cleared: tuple[str
     return (
         f"INSERT INTO {GpuSample.__tablename__} ({', '.join(names)}) "  # noqa: S608
         f"VALUES {', '.join([one] * rows)} "
-        f"ON CONFLICT (gpu_id, ts) DO UPDATE SET {updates}"
+        f"ON CONFLICT (ts, gpu_id) DO UPDATE SET {updates}"
     )
 
 
@@ -278,10 +272,10 @@ def write_samples(conn: Connection, rows: SampleColumns | Iterable[Sequence[Any]
 
 
 def write_unique_samples(conn: Connection, samples: SampleColumns) -> int:
-    """Upsert rows already unique per (gpu_id, ts) and in write order, as
+    """Upsert rows already unique per (ts, gpu_id) and in write order, as
     :func:`unique_samples` gives them; returns rows written.
 
-    On SQLite, multi-row ``INSERT ... ON CONFLICT (gpu_id, ts) DO UPDATE`` statements; on
+    On SQLite, multi-row ``INSERT ... ON CONFLICT (ts, gpu_id) DO UPDATE`` statements; on
     PostgreSQL, binary ``COPY`` (:mod:`gpuwatch.store.pgcopy`: straight into the table where the
     rows' time range holds no sample yet, else through a temporary table and one upsert). NaN is
     stored as NULL.
