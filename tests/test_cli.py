@@ -72,11 +72,11 @@ def test_db_upgrade_then_current(tmp_path: Path) -> None:
     env = {"GPUWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gw.db'}", "PATH": "/usr/bin:/bin"}
     first = run("db", "upgrade", env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "upgraded from empty to 0012" in first.stdout
+    assert "upgraded from empty to 0013" in first.stdout
     second = run("db", "upgrade", env=env, cwd=tmp_path)
-    assert "already at 0012" in second.stdout
+    assert "already at 0013" in second.stdout
     current = run("db", "current", env=env, cwd=tmp_path)
-    assert "database: 0012; gpuwatch needs: 0012 (up to date)" in current.stdout
+    assert "database: 0013; gpuwatch needs: 0013 (up to date)" in current.stdout
 
 
 def test_commands_refuse_a_database_without_schema(tmp_path: Path) -> None:
