@@ -1,7 +1,7 @@
 """Write simulated samples into ``gpu_samples`` through the driver (used by ``load``).
 
 ``COPY`` on psycopg, else ``executemany`` of multi-row INSERTs (one statement per row costs more
-than the row), appended in primary-key order with the table's other indexes rebuilt afterwards.
+than the row), appended in primary-key order (the table's only index, migration 0013).
 The efficiency and health readings that have a value are written with the rest of the row.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sqlalchemy import Table, insert, inspect
+from sqlalchemy import Table, insert
 from sqlalchemy.engine import Connection
 
 from gpuwatch.simulate.generate import UTIL_SIGNAL_NAMES
@@ -53,14 +53,9 @@ def insert_samples(
         partitions.ensure_partitions(conn, int(samples["ts"].min()), int(samples["ts"].max()))
     columns = _ordered_columns(samples, gpu_ids, pods)
     names = tuple(columns)
-    deferred = [ix for ix in table.indexes if ix.name in _existing_indexes(conn, table)]
-    for index in deferred:
-        index.drop(conn)
     for start in range(0, len(samples), BLOCK_ROWS):
         block = {name: values[start : start + BLOCK_ROWS] for name, values in columns.items()}
         _write_rows(conn, table, names, _boxed_block(block))
-    for index in deferred:
-        index.create(conn)
     return len(samples)
 
 
@@ -141,15 +136,10 @@ def _boxed(values: NDArray[Any], few_distinct: bool) -> NDArray[np.object_]:
 
 def _key_order(table: Table, columns: dict[str, NDArray[Any]]) -> NDArray[np.intp]:
     """Row order by the table's primary key: appending in key order keeps B-tree writes
-    sequential (the other indexes are rebuilt afterwards)."""
+    sequential (the key is the table's only index)."""
     keys = [columns[column.name] for column in table.primary_key.columns]
     order: NDArray[np.intp] = np.lexsort(keys[::-1])
     return order
-
-
-def _existing_indexes(conn: Connection, table: Table) -> set[str]:
-    """Secondary indexes the store has on ``table`` (rebuilt after a bulk write: faster)."""
-    return {str(ix["name"]) for ix in inspect(conn).get_indexes(table.name)}
 
 
 def _write_rows(
