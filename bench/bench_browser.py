@@ -8,9 +8,13 @@ headless Chromium (Debian's ``chromium`` and ``chromium-driver``):
 
 - ``first load``: open the page and wait until its body is present and every graph has drawn
   (the page's JavaScript comes from the browser cache after the first page, as for a user);
-- ``filter change``: the same page opened with a filter not asked before (a team, a cluster, a
-  GPU model, a window), as the filter bar's links do; a whole page load, so an upper bound of
-  a change inside the page.
+- ``filter change``: on the open page, a click on a time window of the filter bar not asked
+  before, until the page has drawn it again (the URL's query holds the window, no component
+  is loading, and every graph has drawn a new figure): what a user waits for when changing a
+  filter (the page's JavaScript stays loaded; the filter bar's callback rewrites the URL, and
+  the page's layout is fetched and drawn);
+- ``filter link``: then the same page opened at a URL with a filter (a window, an allocation
+  mode; only the allocation mode is new by then), a whole page load each.
 
 Prints median, min and max per page over ``--runs`` runs, and each worker's resident memory at
 the end and at its peak (Linux ``/proc``: ``VmRSS``, ``VmHWM``).
@@ -46,6 +50,21 @@ PAGES = (
     ("/health", "health"),
 )
 FILTERS = ("window=24h", "window=30d", "window=3d", "window=14d", "window=7d&allocation=mig")
+#: Windows clicked in turn on a page opened at the default (7 days): each new to the page.
+CLICKED_WINDOWS = ("24h", "30d", "3d", "14d", "mtd")
+#: Remember the figures drawn now (each graph's ``data``), to tell a redrawn graph from them.
+MARK_FIGURES = (
+    "window.__gwBenchOld = Array.from(document.querySelectorAll('.js-plotly-plot'))"
+    ".map(e => e.data);"
+)
+#: The page has drawn again after a filter change to ``arguments[0]`` (a query fragment).
+REDRAWN = (
+    "const old = window.__gwBenchOld || [];"
+    "if (!window.location.search.includes(arguments[0])) return false;"
+    "if (document.querySelector('[data-dash-is-loading=\"true\"]')) return false;"
+    "return Array.from(document.querySelectorAll('.js-plotly-plot'))"
+    ".every(e => e.querySelector('.main-svg') !== null && !old.includes(e.data));"
+)
 GRAPHS_DRAWN = (
     "return Array.from(document.querySelectorAll('.dash-graph'))"
     ".every(e => e.querySelector('.main-svg') !== null);"
@@ -114,6 +133,33 @@ def _open(driver: Any, url: str, page: str, timeout_s: float) -> float:
     return time.perf_counter() - began
 
 
+def _click_window(driver: Any, window: str, timeout_s: float) -> float:
+    """Click ``window`` in the open page's filter bar; seconds until the page has drawn it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    driver.execute_script(MARK_FIGURES)
+    label = driver.find_element(
+        By.XPATH, f"//div[contains(@class,'gw-window')]//label[.//input[@value='{window}']]"
+    )
+    began = time.perf_counter()
+    label.click()
+    wait = WebDriverWait(driver, timeout_s, poll_frequency=0.02)
+    wait.until(lambda d: d.execute_script(REDRAWN, f"window={window}"))
+    return time.perf_counter() - began
+
+
+def _filter_changes(driver: Any, url: str, page: str, runs: int, timeout_s: float) -> list[float]:
+    """Open ``url`` (untimed), then click :data:`CLICKED_WINDOWS` in turn, ``runs`` of them
+    (the page opened again after each five)."""
+    values: list[float] = []
+    for i in range(runs):
+        if i % len(CLICKED_WINDOWS) == 0:
+            _open(driver, url, page, timeout_s)
+        values.append(_click_window(driver, CLICKED_WINDOWS[i % len(CLICKED_WINDOWS)], timeout_s))
+    return values
+
+
 def _warm(driver: Any, base: str, workers: int, timeout_s: float) -> list[float]:
     """Open the Overview ``3 × workers`` times, so that every worker has built its page data
     (requests spread over the workers), and return those load times."""
@@ -135,6 +181,7 @@ class BrowserFigures:
 
     first_load_s: dict[str, list[float]] = field(default_factory=dict)
     filter_change_s: dict[str, list[float]] = field(default_factory=dict)
+    filter_link_s: dict[str, list[float]] = field(default_factory=dict)
     worker_rss_mib: list[float] = field(default_factory=list)
     worker_peak_mib: list[float] = field(default_factory=list)
 
@@ -167,12 +214,16 @@ def run(
                 figures.first_load_s[page] = values
                 print(_line(f"{page}: first load", values), flush=True)
             for path, page in PAGES[:5]:
+                values = _filter_changes(driver, base + path, page, runs, timeout_s)
+                figures.filter_change_s[page] = values
+                print(_line(f"{page}: filter change", values), flush=True)
+            for path, page in PAGES[:5]:
                 values = [
                     _open(driver, f"{base}{path}?{FILTERS[i % len(FILTERS)]}", page, timeout_s)
                     for i in range(runs)
                 ]
-                figures.filter_change_s[page] = values
-                print(_line(f"{page}: filter change", values), flush=True)
+                figures.filter_link_s[page] = values
+                print(_line(f"{page}: filter link", values), flush=True)
         finally:
             driver.quit()
         workers_now = _children(pid) or [pid]
