@@ -359,6 +359,25 @@ def test_rolling_up_written_samples_in_memory_gives_the_sql_rows(engine: Engine)
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_write_without_fresh_hours_starts_no_thread(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every hour rolled up from the table after the write (a steady minute in a stored hour):
+    no roll-up runs beside the write, and the rows are the SQL roll-up's."""
+    want = _hourly_rows(engine)
+    samples = writer.unique_samples(_stored_samples(engine))
+
+    def no_thread(*_: object) -> None:
+        raise AssertionError("a thread was started for a write without fresh hours")
+
+    monkeypatch.setattr(rollup.rollup_fresh, "beside", no_thread)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM gpu_samples"))
+        written = rollup.write_and_roll_up(conn, samples, set())
+    assert written == len(samples) > 0
+    _assert_same_rows(_hourly_rows(engine), want)
+
+
 def test_a_page_written_again_replaces_its_detail_rows(engine: Engine) -> None:
     """Fresh hours whose detail rows are stored (raw samples since removed): the page's rows
     replace them, none doubled."""

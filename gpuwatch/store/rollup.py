@@ -176,10 +176,13 @@ def write_and_roll_up(
     work = None
     if fresh.any():
         work = rollup_fresh.plan(conn, _part(samples, fresh), idle_util_pct(conn) / 100.0)
-    written, rows = rollup_fresh.beside(
-        lambda: writer.write_unique_samples(conn, samples),
-        lambda: None if work is None else rollup_fresh.compute(work),
-    )
+    if work is None:  # no fresh hour: nothing to roll up beside the write
+        written, rows = writer.write_unique_samples(conn, samples), None
+    else:
+        written, rows = rollup_fresh.beside(
+            lambda: writer.write_unique_samples(conn, samples),
+            lambda: rollup_fresh.compute(work),
+        )
     if len(samples):
         _roll_up_stored(conn, samples, fresh, appended_hours, raised_pods)
     if rows is not None:
