@@ -30,6 +30,7 @@ from dash_ag_grid import AgGrid
 
 from gpuwatch.analytics.render import FORMULA_START, instant_text
 from gpuwatch.app import format as fmt
+from gpuwatch.app import grid_widths
 from gpuwatch.app.data import Filters, Snapshot
 from gpuwatch.app.views import window_bounds
 
@@ -211,9 +212,15 @@ def grid(
     cell_classes: Mapping[str, Mapping[str, str]] | None = None,
     page_size: int = PAGE_SIZE,
 ) -> html.Div:
-    """A table with its export button. ``cell_classes``: column → {class: condition}."""
+    """A table with its export button. ``cell_classes``: column → {class: condition}.
+
+    Each column is as wide as its widest text (:mod:`gpuwatch.app.grid_widths`, estimated
+    here: the browser measures nothing)."""
     definitions = [column.definition() for column in columns]
+    sized = grid_widths.widths(columns, rows)
     for spec in definitions:
+        if spec["field"] in sized:
+            spec["width"] = sized[spec["field"]]
         rules = (cell_classes or {}).get(spec["field"])
         if rules:
             spec["cellClassRules"] = {name: {"function": rule} for name, rule in rules.items()}
@@ -238,7 +245,6 @@ def grid(
             "suppressColumnVirtualisation": True,
             "tooltipShowDelay": 300,
         },
-        columnSize="autoSize",
         csvExportParams=export.params(),
         className="gw-datagrid",
         style={"width": "100%"},

@@ -199,3 +199,52 @@ def test_a_plain_table_sorts_filters_and_exports_what_it_shows(
     by_name = {r[0]: r for r in rendered}
     assert lines[2:] == [",".join(f'"{v}"' for v in by_name[name]) for name in wanted]
     assert severe(driver) == []
+
+
+#: Every table cell, totals row included, and every heading whose text its column cuts.
+CUT_CELLS = """
+const cut = [];
+for (const el of document.querySelectorAll(
+    '.ag-root-wrapper .ag-cell, .ag-root-wrapper .ag-header-cell-text')) {
+  const box = el.querySelector('.ag-cell-value') || el;
+  const text = box.querySelector('a') || box;
+  if (box.scrollWidth > box.clientWidth + 1 || text.scrollWidth > box.clientWidth + 1) {
+    const grid = el.closest('.ag-root-wrapper').closest('[id]');
+    cut.push([grid ? grid.id : '', el.textContent.slice(0, 60)]);
+  }
+}
+return cut;"""
+#: (path, page, its tables with a totals row, its other tables) of pages with data tables.
+TABLE_PAGES = (
+    ("/gpus?window=14d", "gpus", ("gpus-health", "gpus-nodes"), ()),
+    ("/teams?window=14d", "teams", ("teams-table", "teams-namespaces"), ()),
+    ("/workloads?window=14d", "workloads", ("workloads-table",), ()),
+    ("/savings?window=14d", "savings", (), ("savings-table",)),
+    ("/health", "health", ("health-nodes",), ()),
+)
+
+
+@pytest.mark.parametrize(("path", "page", "summed", "plain"), TABLE_PAGES)
+def test_table_columns_are_wide_enough_for_their_text(
+    driver: Any,
+    served: Served,
+    path: str,
+    page: str,
+    summed: tuple[str, ...],
+    plain: tuple[str, ...],
+) -> None:
+    """The columns' widths come from the server (``gpuwatch.app.grid_widths``), not from the
+    browser measuring cells: in Chromium no heading, cell or total is cut."""
+    open_page(driver, served, path, page)
+    for table in summed:  # drawn, totals row included
+        wait(driver).until(
+            lambda d, t=table: any(v.startswith("Total (") for v in _totals(d, t).values())
+        )
+    for table in (*summed, *plain):
+        wait(driver).until(
+            ec.presence_of_element_located(
+                (By.CSS_SELECTOR, f"#{table} .ag-center-cols-container .ag-row")
+            )
+        )
+    assert driver.execute_script(CUT_CELLS) == []
+    assert severe(driver) == []

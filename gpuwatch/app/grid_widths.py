@@ -1,0 +1,106 @@
+"""The widths of a table's columns, estimated on the server from the text its cells show.
+
+AG Grid can size each column to its content in the browser (``columnSize="autoSize"``): it
+draws every rendered cell again off screen and measures it, one forced layout after another.
+That took 0.46 s of the browser's main thread on the GPUs & nodes page at 2,000 GPUs, for two
+tables (docs/performance.md). The server knows every cell's text already: it rounds the numbers
+and formats the instants (:func:`gpuwatch.app.grid.rows_for`). So each column gets the width
+of its widest text, the heading's or a cell's, the totals row's included, from a table of
+character widths a little wider than the page's fonts draw. A column is never narrower than
+its text, and the browser measures nothing.
+
+Pure: columns and rows in, pixels out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+#: Advance widths (px) of the tables' 13-14 px sans-serif text, by character, erring wide:
+#: narrow letters and punctuation, wide letters, capitals and digits; anything else is
+#: :data:`OTHER_PX`.
+NARROW_PX = 4.0
+WIDE_PX = 11.5
+CAPITAL_PX = 9.0
+OTHER_PX = 7.2
+NARROW = frozenset("ijlI.,:;'|!()[]{} ·")
+WIDE = frozenset("mwMW@%—−…")
+#: What AG Grid adds around a cell's text (its padding both sides and room to spare), and
+#: around a heading's (the sort arrow besides).
+CELL_PADDING_PX = 58
+HEADING_PADDING_PX = 62
+#: Headings are bold: their letters are this much wider.
+HEADING_SCALE = 1.1
+#: No column is narrower (AG Grid's ``minWidth`` of every column) or wider than these.
+MIN_WIDTH_PX = 90
+MAX_WIDTH_PX = 1200
+
+
+class Sized(Protocol):
+    """What the estimate reads of a column (:class:`gpuwatch.app.grid.Column`)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def digits(self) -> int: ...
+    @property
+    def total(self) -> bool: ...
+    @property
+    def wrap(self) -> bool: ...
+
+
+def char_px(char: str) -> float:
+    """The width one character is given."""
+    if char in NARROW:
+        return NARROW_PX
+    if char in WIDE:
+        return WIDE_PX
+    if char.isupper() or char.isdigit() or char in "$#&_":
+        return CAPITAL_PX
+    return OTHER_PX
+
+
+def text_px(text: str) -> float:
+    return sum(char_px(char) for char in text)
+
+
+def shown(column: Sized, value: Any) -> str:
+    """The text the grid shows for a cell of ``rows_for``: numbers grouped with their column's
+    digits (money with ``$``, as the cell formatter of :func:`gpuwatch.app.grid.number_format`
+    writes them), anything else as it is."""
+    if value is None or value == "":
+        return ""
+    if column.kind in ("money", "number") and isinstance(value, int | float):
+        text = f"{abs(value):,.{column.digits}f}"
+        sign = "−" if value < 0 else ""
+        return f"{sign}${text}" if column.kind == "money" else f"{sign}{text}"
+    return str(value)
+
+
+def _total(column: Sized, rows: Sequence[Mapping[str, Any]]) -> float:
+    """The totals row's cell of a summed column over every row (its widest: no filter)."""
+    values = (row.get(column.key) for row in rows)
+    return sum(float(v) for v in values if isinstance(v, int | float) and math.isfinite(v))
+
+
+def column_width(column: Sized, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Pixels for ``column`` to show its heading and each of its cells of ``rows`` whole."""
+    texts: Iterable[str] = (shown(column, row.get(column.key)) for row in rows)
+    widest = max((text_px(text) for text in texts), default=0.0)
+    if column.total:
+        widest = max(widest, text_px(shown(column, _total(column, rows))))
+    heading = text_px(column.title) * HEADING_SCALE + HEADING_PADDING_PX
+    width = max(heading, widest + CELL_PADDING_PX, MIN_WIDTH_PX)
+    return int(min(math.ceil(width), MAX_WIDTH_PX))
+
+
+def widths(columns: Sequence[Sized], rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each column's width by key; wrapped columns (free text) have none: they share the rest of
+    the table's width (``flex``)."""
+    return {column.key: column_width(column, rows) for column in columns if not column.wrap}
