@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # grid.py imports this module
+    from gpuwatch.app.grid import Column
 
 #: Advance widths (px) of the tables' 13-14 px sans-serif text, by character, erring wide:
 #: narrow letters and punctuation, wide letters, capitals and digits; anything else is
@@ -38,23 +41,6 @@ MIN_WIDTH_PX = 90
 MAX_WIDTH_PX = 1200
 
 
-class Sized(Protocol):
-    """What the estimate reads of a column (:class:`gpuwatch.app.grid.Column`)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def digits(self) -> int: ...
-    @property
-    def total(self) -> bool: ...
-    @property
-    def wrap(self) -> bool: ...
-
-
 def char_px(char: str) -> float:
     """The width one character is given."""
     if char in NARROW:
@@ -70,7 +56,7 @@ def text_px(text: str) -> float:
     return sum(char_px(char) for char in text)
 
 
-def shown(column: Sized, value: Any) -> str:
+def shown(column: Column, value: Any) -> str:
     """The text the grid shows for a cell of ``rows_for``: numbers grouped with their column's
     digits (money with ``$``, as the cell formatter of :func:`gpuwatch.app.grid.number_format`
     writes them), anything else as it is."""
@@ -83,13 +69,13 @@ def shown(column: Sized, value: Any) -> str:
     return str(value)
 
 
-def _total(column: Sized, rows: Sequence[Mapping[str, Any]]) -> float:
+def _total(column: Column, rows: Sequence[Mapping[str, Any]]) -> float:
     """The totals row's cell of a summed column over every row (its widest: no filter)."""
     values = (row.get(column.key) for row in rows)
     return sum(float(v) for v in values if isinstance(v, int | float) and math.isfinite(v))
 
 
-def column_width(column: Sized, rows: Sequence[Mapping[str, Any]]) -> int:
+def column_width(column: Column, rows: Sequence[Mapping[str, Any]]) -> int:
     """Pixels for ``column`` to show its heading and each of its cells of ``rows`` whole."""
     texts: Iterable[str] = (shown(column, row.get(column.key)) for row in rows)
     widest = max((text_px(text) for text in texts), default=0.0)
@@ -100,7 +86,7 @@ def column_width(column: Sized, rows: Sequence[Mapping[str, Any]]) -> int:
     return int(min(math.ceil(width), MAX_WIDTH_PX))
 
 
-def widths(columns: Sequence[Sized], rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def widths(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Each column's width by key; wrapped columns (free text) have none: they share the rest of
     the table's width (``flex``)."""
     return {column.key: column_width(column, rows) for column in columns if not column.wrap}
