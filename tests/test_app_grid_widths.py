@@ -7,8 +7,10 @@ and digits 9 px, narrow characters 4 px, wide ones 11.5 px, others 7.2 px; cells
 
 from __future__ import annotations
 
+import pytest
+
 from gpuwatch.app import grid
-from gpuwatch.app.grid_widths import column_width, shown, widths
+from gpuwatch.app.grid_widths import char_px, column_width, shown, text_px, widths
 
 
 def test_a_column_is_as_wide_as_its_widest_cell() -> None:
@@ -66,3 +68,24 @@ def test_a_grid_gives_its_columns_widths_and_measures_nothing_in_the_browser() -
     assert definitions["name"]["width"] == 173
     assert "width" not in definitions["why"]
     assert getattr(ag, "columnSize", None) is None
+
+
+def test_a_negative_number_is_measured_with_its_sign() -> None:
+    hours = grid.number_column("hours", "h", 1)
+    rows = [{"hours": -99999.0}, {"hours": 5.0}, {"hours": None}, {"hours": float("nan")}]
+    # "−99,999.0": the sign 11.5, six digits × 9 = 54, "," and "." × 4 = 8: 73.5 + 58 = 131.5
+    assert column_width(hours, rows) == 132
+    # "123,456.0", the largest: seven digits × 9 = 63, + 8 = 71, + 58 = 129 ("−1.0": 33.5)
+    assert column_width(hours, [{"hours": 9.0}, {"hours": 123456.0}, {"hours": -1.0}]) == 129
+
+
+def test_a_text_is_as_wide_as_its_characters() -> None:
+    # the counted path (ASCII) and the character-by-character one agree, and non-ASCII text
+    # ("·", "É", "−") is measured character by character
+    texts = ("NVIDIA A100-SXM4-80GB", "ml-platform", "$1,234.50", "GPU·h", "Émile", "−3", "")
+    for text in texts:
+        assert text_px(text) == pytest.approx(sum(char_px(char) for char in text))
+    assert text_px("Ii.") == pytest.approx(3 * 4.0)
+    assert text_px("mW%") == pytest.approx(3 * 11.5)
+    assert text_px("A9$") == pytest.approx(3 * 9.0)
+    assert text_px("abc") == pytest.approx(3 * 7.2)
