@@ -81,8 +81,9 @@ def test_a_negative_number_is_measured_with_its_sign() -> None:
 
 def test_a_text_is_as_wide_as_its_characters() -> None:
     # the counted path (ASCII) and the character-by-character one agree, and non-ASCII text
-    # ("·", "É", "−") is measured character by character
-    texts = ("NVIDIA A100-SXM4-80GB", "ml-platform", "$1,234.50", "GPU·h", "Émile", "−3", "")
+    # ("·", "É", "−"), like text with control characters, is measured character by character
+    texts = ("NVIDIA A100-SXM4-80GB", "ml-platform", "$1,234.50", "GPU·h", "Émile", "−3")
+    texts += ("a\x03b", "")
     for text in texts:
         assert text_px(text) == pytest.approx(sum(char_px(char) for char in text))
     assert text_px("Ii.") == pytest.approx(3 * 4.0)

@@ -19,6 +19,8 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gpuwatch.app import format as fmt
+
 if TYPE_CHECKING:  # grid.py imports this module
     from gpuwatch.app.grid import Column
 
@@ -64,7 +66,7 @@ _MARKS = {
 
 def text_px(text: str) -> float:
     """The width ``text`` is given: the sum of its characters' (:func:`char_px`)."""
-    if not text.isascii() or any(mark in text for mark in (_NARROW_MARK, _WIDE_MARK)):
+    if not (text.isascii() and text.isprintable()):  # no marker in it: counting is exact
         return sum(char_px(char) for char in text)
     marked = text.translate(_MARKS)  # counted in C: a table has thousands of cells
     narrow, wide = marked.count(_NARROW_MARK), marked.count(_WIDE_MARK)
@@ -80,34 +82,34 @@ def shown(column: Column, value: Any) -> str:
     if value is None or value == "":
         return ""
     if column.kind in ("money", "number") and isinstance(value, int | float):
-        text = f"{abs(value):,.{column.digits}f}"
+        text = fmt.number(abs(value), column.digits)
         sign = "−" if value < 0 else ""
         return f"{sign}${text}" if column.kind == "money" else f"{sign}{text}"
     return str(value)
 
 
-def _total(column: Column, rows: Sequence[Mapping[str, Any]]) -> float:
-    """The totals row's cell of a summed column over every row (its widest: no filter)."""
+def _numbers(column: Column, rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The finite numbers of ``column`` in ``rows`` (blank cells left out)."""
     values = (row.get(column.key) for row in rows)
-    return sum(float(v) for v in values if isinstance(v, int | float) and math.isfinite(v))
+    return [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
 
 
 def _candidates(column: Column, rows: Sequence[Mapping[str, Any]]) -> set[str]:
     """The texts of ``column`` that may be its widest: every distinct one, but of a number
     column only the largest and the smallest number's (the shown width of a number grows with
-    its digits, and a minus sign adds to it)."""
+    its digits, and a minus sign adds to it), and its total over every row when the totals row
+    sums it (the widest total: no filter)."""
     if column.kind not in ("money", "number"):
         return {shown(column, row.get(column.key)) for row in rows}
-    values = [v for v in (row.get(column.key) for row in rows) if isinstance(v, int | float)]
-    finite = [v for v in values if math.isfinite(v)]
-    return {shown(column, v) for v in (min(finite), max(finite))} if finite else set()
+    numbers = _numbers(column, rows)
+    total = [sum(numbers)] if column.total else []  # 0 over no numbers, as the row shows it
+    picked = [min(numbers), max(numbers), *total] if numbers else total
+    return {shown(column, v) for v in picked}
 
 
 def column_width(column: Column, rows: Sequence[Mapping[str, Any]]) -> int:
     """Pixels for ``column`` to show its heading and each of its cells of ``rows`` whole."""
     widest = max((text_px(text) for text in _candidates(column, rows)), default=0.0)
-    if column.total:
-        widest = max(widest, text_px(shown(column, _total(column, rows))))
     heading = text_px(column.title) * HEADING_SCALE + HEADING_PADDING_PX
     width = max(heading, widest + CELL_PADDING_PX, MIN_WIDTH_PX)
     return int(min(math.ceil(width), MAX_WIDTH_PX))
