@@ -200,7 +200,7 @@ def test_a_timeline_click_opens_the_gpu(app: Dash, failing: tuple[Path, FailingG
     )  # fmt: skip
     registered = ast.literal_eval(run.stdout.strip().splitlines()[-1])
     assert len(registered) == 1
-    assert registered[0].startswith("gw-url.href@")
+    assert registered[0].startswith("gw-page-url.href@")
     click = {"points": [{"y": "node-a · GPU-1fb67d84 #12"}]}
     uuid = data_source().data.current().units.set_index("gpu_id").loc[12, "gpu_uuid"]
     assert page("gpu_health").open_clicked(click, "?window=24h&cluster=c1") == (

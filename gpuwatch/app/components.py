@@ -15,7 +15,7 @@ from dash import ALL, Input, Output, State, dcc, html
 
 from gpuwatch.app import format as fmt
 from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES, Filters, Snapshot
-from gpuwatch.app.urls import URL_ID, search_with
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID, search_with
 from gpuwatch.app.views import Options, data_window, window_bounds
 from gpuwatch.app.window_form import range_form
 from gpuwatch.app.windows import PRESETS, is_window, label
@@ -133,7 +133,7 @@ def _as_in_url(search: str | None, changes: Mapping[str, str | None]) -> bool:
 
 
 dash.callback(
-    Output(URL_ID, "search"),
+    Output(PAGE_URL_ID, "search"),
     Input(filter_id(ALL), "value"),  # type: ignore[arg-type]
     State(filter_id(ALL), "id"),  # type: ignore[arg-type]
     State(URL_ID, "search"),
@@ -237,8 +237,10 @@ def shell(
         if notice is not None:
             main.append(notice)
     main.append(html.Div(body, className="gw-body", id=f"{page}-body"))
-    # Landmarks: the navigation, then everything of the page in <main>.
-    children = [navigation(path, f), html.Main(main, className="gw-main")]
+    # Landmarks: the navigation, then everything of the page in <main>. The page's controls
+    # write the URL through its own location (urls.PAGE_URL_ID).
+    here = dcc.Location(id=PAGE_URL_ID, refresh="callback-nav")
+    children = [here, navigation(path, f), html.Main(main, className="gw-main")]
     return html.Div(children, className="gw-page", id=f"{page}-page")
 
 

@@ -9,6 +9,12 @@ from gpuwatch.app.data import DEFAULT_WINDOW, FILTER_NAMES
 
 #: The id of the page's location (its ``search`` is the query string).
 URL_ID = "gw-url"
+#: The id of a second location inside each page (:func:`gpuwatch.app.components.shell`), which the
+#: page's own controls (filter bar, switches, chart clicks) write to. Dash calls a callback whose
+#: inputs were just inserted (a page drawn again) even with ``prevent_initial_call``, unless its
+#: output was inserted with them: writing to :data:`URL_ID`, outside the page, every page drawn
+#: would ask the server three more times for nothing.
+PAGE_URL_ID = "gw-page-url"
 
 
 def search_with(search: str | None, changes: Mapping[str, str | None]) -> str:

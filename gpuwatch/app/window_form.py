@@ -14,7 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from gpuwatch.app.data import Filters
-from gpuwatch.app.urls import URL_ID, search_with
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID, search_with
 from gpuwatch.app.windows import PRESETS, WindowError, range_bounds
 
 FROM_ID, TO_ID, APPLY_ID, ERROR_ID = (
@@ -90,7 +90,7 @@ def range_form(f: Filters) -> html.Fieldset:
 
 
 dash.callback(
-    Output(URL_ID, "search", allow_duplicate=True),
+    Output(PAGE_URL_ID, "search", allow_duplicate=True),
     Output(ERROR_ID, "children"),
     Input(APPLY_ID, "n_clicks"),
     Input(FROM_ID, "n_submit"),

@@ -12,7 +12,7 @@ from gpuwatch.app.components import no_data, section, shell
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures_cost import clicked_href, cost_over_time_figure, legend_links
-from gpuwatch.app.urls import URL_ID, with_param
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID, with_param
 from gpuwatch.app.views import options
 from gpuwatch.app.views_cost import CostTimeline, aggregate_choices, cost_timeline
 from gpuwatch.config import DashboardSettings
@@ -39,13 +39,13 @@ def open_group(click: dict[str, Any] | None) -> Any:
 
 
 dash.callback(
-    Output(URL_ID, "search", allow_duplicate=True),
+    Output(PAGE_URL_ID, "search", allow_duplicate=True),
     Input("cost-by", "value"),
     State(URL_ID, "search"),
     prevent_initial_call=True,
 )(pick_by)
 dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
+    Output(PAGE_URL_ID, "href", allow_duplicate=True),
     Input("cost-chart", "clickData"),
     prevent_initial_call=True,
 )(open_group)

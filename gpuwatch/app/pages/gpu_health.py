@@ -25,7 +25,7 @@ from gpuwatch.app.figures_heatmap import heatmap_row_label
 from gpuwatch.app.health_text import STATE_WORDS, gpu_text, missing_readings, reasons_text
 from gpuwatch.app.links import PATH as PATH_GPU
 from gpuwatch.app.pages.gpus import node_href, open_clicked
-from gpuwatch.app.urls import URL_ID
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID
 from gpuwatch.app.views import options
 from gpuwatch.app.views import unit_ids as units_in_scope
 from gpuwatch.app.views_gpu import unit_label
@@ -204,7 +204,7 @@ def body(snap: Snapshot, f: Filters, policy: HealthPolicy) -> list[Any]:
 
 
 dash.callback(
-    Output(URL_ID, "href", allow_duplicate=True),
+    Output(PAGE_URL_ID, "href", allow_duplicate=True),
     Input(f"{PAGE}-timeline", "clickData"),
     State(URL_ID, "search"),
     prevent_initial_call=True,

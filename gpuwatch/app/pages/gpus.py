@@ -18,7 +18,7 @@ from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures_heatmap import gpu_id_of, heatmap_figure, node_of
 from gpuwatch.app.links import gpu_href
 from gpuwatch.app.server import data_source
-from gpuwatch.app.urls import URL_ID
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID
 from gpuwatch.app.views import options
 from gpuwatch.app.views_gpu import gpu_table, node_table
 from gpuwatch.app.views_heatmap import MAX_UNIT_ROWS, Heatmap, heatmap
@@ -84,7 +84,7 @@ def _parse(search: str | None) -> dict[str, str]:
 
 for _graph in ("gpus-heatmap", "node-heatmap"):
     dash.callback(
-        Output(URL_ID, "href", allow_duplicate=True),
+        Output(PAGE_URL_ID, "href", allow_duplicate=True),
         Input(_graph, "clickData"),
         State(URL_ID, "search"),
         prevent_initial_call=True,

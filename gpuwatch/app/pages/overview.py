@@ -23,7 +23,7 @@ from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Filters, Snapshot
 from gpuwatch.app.figures import bar_figure, capacity_figure
 from gpuwatch.app.links import workload_href
-from gpuwatch.app.urls import URL_ID, with_param
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID, with_param
 from gpuwatch.app.views import Headline, breakdown, capacity_series, headline, options, workloads
 from gpuwatch.app.views_compare import (
     COMPARE_PARAM,
@@ -136,7 +136,7 @@ def toggle_compare(values: list[str] | None, search: str | None) -> Any:
 
 
 dash.callback(
-    Output(URL_ID, "search", allow_duplicate=True),
+    Output(PAGE_URL_ID, "search", allow_duplicate=True),
     Input("overview-compare", "value"),
     State(URL_ID, "search"),
     prevent_initial_call=True,
@@ -283,7 +283,7 @@ for _graph, _handler in (
     ("overview-idle-by-namespace", open_namespace_bar),
 ):
     dash.callback(
-        Output(URL_ID, "href", allow_duplicate=True),
+        Output(PAGE_URL_ID, "href", allow_duplicate=True),
         Input(_graph, "clickData"),
         State(URL_ID, "search"),
         prevent_initial_call=True,

@@ -23,7 +23,7 @@ from gpuwatch.app.components import (
 from gpuwatch.app.context import page_context, query_value
 from gpuwatch.app.data import DashboardData, Snapshot
 from gpuwatch.app.server import data_source
-from gpuwatch.app.urls import URL_ID, with_param
+from gpuwatch.app.urls import PAGE_URL_ID, URL_ID, with_param
 from gpuwatch.app.views_store import (
     asked_weeks,
     default_week,
@@ -104,7 +104,7 @@ dash.callback(
     prevent_initial_call=True,
 )(download)
 dash.callback(
-    Output(URL_ID, "search", allow_duplicate=True),
+    Output(PAGE_URL_ID, "search", allow_duplicate=True),
     Input("reports-week", "value"),
     State("reports-shown-week", "children"),
     State(URL_ID, "search"),
