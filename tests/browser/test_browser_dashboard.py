@@ -189,13 +189,16 @@ RECORD_CALLBACKS = (
 
 
 def _redrawn(driver: Any, window: str, before: str) -> None:
-    wait(driver).until(
-        lambda d: (
-            f"window={window}" in d.current_url
-            and card_value(d, "total-cost") != before
-            and not d.find_elements(By.CSS_SELECTOR, "[data-dash-is-loading='true']")
-        )
-    )
+    def drawn(d: Any) -> bool:
+        if f"window={window}" not in d.current_url:
+            return False
+        try:  # the card is replaced while the page is drawn again
+            changed = card_value(d, "total-cost") != before
+        except StaleElementReferenceException:
+            return False
+        return changed and not d.find_elements(By.CSS_SELECTOR, "[data-dash-is-loading='true']")
+
+    wait(driver).until(drawn)
 
 
 def test_a_filter_change_asks_the_server_for_the_url_and_the_page_only(
